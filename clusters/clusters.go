@@ -1,0 +1,151 @@
+// Package clusters defines what every cluster provider hands to the suites and benchmarks: a small
+// Provider interface and the Cluster handle. Suites and perf never care which provider made a cluster.
+package clusters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/gangbench/gangbench/fakegpu"
+)
+
+// Component names one control-plane process. The strings are the binary names, so they can be used
+// in flags, log file names and error messages without translation.
+type Component string
+
+const (
+	Etcd              Component = "etcd"
+	APIServer         Component = "kube-apiserver"
+	ControllerManager Component = "kube-controller-manager"
+	Scheduler         Component = "kube-scheduler"
+	Kwok              Component = "kwok-controller"
+)
+
+// AllComponents lists the components in start order. Teardown uses StopOrder instead.
+func AllComponents() []Component {
+	return []Component{Etcd, APIServer, ControllerManager, Scheduler, Kwok}
+}
+
+// StopOrder is the safe teardown order: the apiserver's clients first, then the apiserver (it waits on
+// etcd for a long time if etcd goes first), then etcd.
+func StopOrder() []Component {
+	return []Component{Scheduler, ControllerManager, Kwok, APIServer, Etcd}
+}
+
+// ParseComponent accepts a binary name and returns the Component, so CLI flags can name components.
+func ParseComponent(s string) (Component, error) {
+	for _, c := range AllComponents() {
+		if string(c) == s {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("unknown component %q (accepted: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok-controller)", s)
+}
+
+// ErrNotFound is returned (wrapped) when a named cluster does not exist.
+var ErrNotFound = errors.New("cluster not found")
+
+// Spec is what a caller asks of a new cluster. Providers ignore what does not apply to them and say so
+// in Validate.
+type Spec struct {
+	// Name identifies the cluster for list/delete/kubeconfig; empty means "gangbench".
+	Name string
+	// Nodes is the number of GPU worker nodes (simulated by kwok on the local provider).
+	Nodes int
+	// GPU describes each node's fake GPUs.
+	GPU fakegpu.Inventory
+	// KubernetesVersion of the control plane, e.g. "v1.37.2".
+	KubernetesVersion string
+	// FeatureGates are set on every Kubernetes component, over the defaults (GenericWorkload=true).
+	FeatureGates map[string]bool
+	// ComponentFeatureGates override FeatureGates for one component, e.g. the scheduler with
+	// GenericWorkload=false to prove that a suite can fail.
+	ComponentFeatureGates map[Component]map[string]bool
+	// RuntimeConfig is passed to kube-apiserver --runtime-config over the default
+	// (scheduling.k8s.io/v1beta1=true). A value of "false" removes an API.
+	RuntimeConfig map[string]string
+	// ExtraArgs are flags per component ("--name" without dashes → value); they override defaults.
+	ExtraArgs map[Component]map[string]string
+	// SchedulerBinary, when set, is run as the scheduler under test instead of the built one.
+	SchedulerBinary string
+	// KubeBinDir, when set, holds prebuilt kube-apiserver, kube-controller-manager, kube-scheduler
+	// (and optionally etcd, kwok) used instead of the build cache.
+	KubeBinDir string
+	// ReadyTimeout bounds the whole create (components and nodes Ready); zero means a default.
+	ReadyTimeout time.Duration
+}
+
+// DefaultKubernetesVersion is the version built and run when a caller does not choose one.
+const DefaultKubernetesVersion = "v1.37.2"
+
+// DefaultName is the cluster name used when none is given.
+const DefaultName = "gangbench"
+
+// Info is one line of `cluster list`.
+type Info struct {
+	Name     string
+	Provider string
+	Created  time.Time
+	// Status is "running", or "stale" when its processes are gone but its state remains.
+	Status string
+	Nodes  int
+}
+
+// Provider creates and deletes clusters of one kind.
+type Provider interface {
+	// Name is the provider's name as users type it ("local", "kind", "existing").
+	Name() string
+	// Create starts a cluster and returns once it is ready to schedule pods on Nodes GPU nodes.
+	Create(ctx context.Context, spec Spec) (*Cluster, error)
+	// Get returns the handle of a cluster created earlier, possibly by another process.
+	Get(ctx context.Context, name string) (*Cluster, error)
+	// Delete removes a cluster and everything it left on the machine.
+	Delete(ctx context.Context, name string) error
+	// List returns the clusters this provider knows about.
+	List(ctx context.Context) ([]Info, error)
+}
+
+// Cluster is the handle suites and perf work with.
+type Cluster struct {
+	Name     string
+	Provider string
+	// KubeconfigPath is an admin kubeconfig for the cluster.
+	KubeconfigPath string
+	// RESTConfig is built from KubeconfigPath; callers copy it before changing QPS or Burst.
+	RESTConfig *rest.Config
+	// APIServerMetrics and SchedulerMetrics are the /metrics endpoints with credentials that may read
+	// them. SchedulerMetrics.URL is empty when the scheduler's metrics are not reachable.
+	APIServerMetrics Endpoint
+	SchedulerMetrics Endpoint
+	// Versions maps each component to the version it reported (`--version`).
+	Versions map[Component]string
+	// LogDir holds one log file per component (empty when the provider has no logs).
+	LogDir string
+	// Nodes is the number of GPU nodes the cluster was created with.
+	Nodes int
+	// GPU is the per-node inventory.
+	GPU fakegpu.Inventory
+	// Control stops, kills and restarts components for fault injection; nil when the provider cannot.
+	Control ComponentControl
+	// SchedulerName is the scheduler under test's profile name pods should use.
+	SchedulerName string
+	// Close releases what this handle holds in this process (for the local provider owned by this
+	// process: the whole cluster). It is safe to call more than once.
+	Close func(ctx context.Context) error
+}
+
+// ComponentControl is the fault-injection seam.
+type ComponentControl interface {
+	// Stop sends SIGTERM and waits (bounded) for the component to exit.
+	Stop(ctx context.Context, c Component) error
+	// Kill sends SIGKILL and waits for the component to exit.
+	Kill(ctx context.Context, c Component) error
+	// Start starts a stopped component with the flags it had and waits until it is ready.
+	Start(ctx context.Context, c Component) error
+	// Restart is Stop followed by Start.
+	Restart(ctx context.Context, c Component) error
+}

@@ -1,0 +1,49 @@
+// Package kwok is what the cluster providers (local and kind) need to run kwok-simulated GPU nodes:
+// gangbench's own kwok configuration (stages that keep gang pods Running), creating the fake GPU nodes
+// from a fakegpu.Inventory, and waiting until kwok has made them Ready.
+package kwok
+
+import (
+	_ "embed" // for the go:embed of config.yaml
+	"fmt"
+	"os"
+)
+
+// configYAML is embedded as a string, not []byte, so no caller can change it: Config hands out copies.
+//
+//go:embed config.yaml
+var configYAML string
+
+// ManageNodesAnnotationSelector is the value providers pass as kwok's
+// --manage-nodes-with-annotation-selector; it is also set in Config and matches the annotation
+// fakegpu.SimulatedNode puts on every node.
+const ManageNodesAnnotationSelector = "kwok.x-k8s.io/node=fake"
+
+// HealthzPath is served by the kwok controller (v0.8.0, pkg/kwok/server/healthz.go) with a plain
+// 200 "ok" on the address given by --server-address (or options.serverAddress), together with
+// /readyz and /livez. The server starts only after kwok has reached the apiserver and started its
+// controllers, so a 200 there means kwok is up; without --server-address (and without --node-port)
+// kwok serves nothing at all. The port speaks HTTP and HTTPS (a self-signed test certificate unless
+// --tls-cert-file/--tls-private-key-file are given).
+const HealthzPath = "/healthz"
+
+// Config returns gangbench's kwok configuration for `kwok --config`: a multi-document YAML with one
+// KwokConfiguration and the Stages that initialize nodes, keep their lease heartbeat, make bound pods
+// Running and Ready, and delete terminating pods. It has no pod-completion stage. The slice is a fresh
+// copy on every call.
+func Config() []byte {
+	return []byte(configYAML)
+}
+
+// WriteConfig writes Config to path with mode 0600 (an existing file is truncated and its mode fixed),
+// for kwok's --config flag.
+func WriteConfig(path string) error {
+	if err := os.WriteFile(path, Config(), 0o600); err != nil {
+		return fmt.Errorf("kwok: write config: %w", err)
+	}
+	// WriteFile keeps the mode of a file that already existed.
+	if err := os.Chmod(path, 0o600); err != nil {
+		return fmt.Errorf("kwok: write config: %w", err)
+	}
+	return nil
+}

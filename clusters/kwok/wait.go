@@ -1,0 +1,197 @@
+package kwok
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/gangbench/gangbench/fakegpu"
+)
+
+// maxListedNotReady bounds how many not-Ready nodes a timeout error names.
+const maxListedNotReady = 5
+
+// nodeState is what WaitNodesReady remembers of one node.
+type nodeState struct {
+	ready  bool
+	reason string // why it is not ready, for the timeout message
+}
+
+// readiness judges a node. It is Ready when its Ready condition is True; a GPU node (GFD label
+// nvidia.com/gpu.present=true, set by fakegpu) must also have allocatable GPUs, because a node that is
+// Ready before its device plugin registered (kind) or with its capacity lost cannot take a gang.
+// The GPU resource is any extended resource (a name with a domain outside kubernetes.io) with a
+// positive allocatable quantity, so inventories with a custom ResourceName are judged alike.
+func readiness(n *corev1.Node) nodeState {
+	var cond *corev1.NodeCondition
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			cond = &n.Status.Conditions[i]
+			break
+		}
+	}
+	switch {
+	case cond == nil:
+		return nodeState{reason: "no Ready condition yet"}
+	case cond.Status != corev1.ConditionTrue:
+		reason := cond.Reason
+		if reason == "" {
+			reason = "no reason"
+		}
+		return nodeState{reason: fmt.Sprintf("Ready=%s (%s)", cond.Status, reason)}
+	}
+	if n.Labels[fakegpu.LabelPresent] == "true" && !hasAllocatableGPU(n) {
+		return nodeState{reason: "Ready but no allocatable GPU"}
+	}
+	return nodeState{ready: true}
+}
+
+func hasAllocatableGPU(n *corev1.Node) bool {
+	for name, q := range n.Status.Allocatable {
+		domain, _, found := strings.Cut(string(name), "/")
+		if !found || domain == "kubernetes.io" || strings.HasSuffix(domain, ".kubernetes.io") {
+			continue
+		}
+		if q.Sign() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// WaitNodesReady waits until at least want nodes matching the label selector are Ready (see readiness
+// for what counts; GPU nodes also need allocatable GPUs). It lists and then watches nodes (no
+// polling), so it returns as soon as the last node turns Ready. On timeout or ctx end the error says
+// how many of want were Ready and names up to five not-Ready nodes with the reason of their last Ready
+// condition. want <= 0 returns nil at once.
+func WaitNodesReady(ctx context.Context, cs kubernetes.Interface, selector string, want int, timeout time.Duration) error {
+	if want <= 0 {
+		return nil
+	}
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return fmt.Errorf("kwok: wait for nodes: selector %q: %w", selector, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return cs.CoreV1().Nodes().List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return cs.CoreV1().Nodes().Watch(ctx, o)
+		},
+	}
+
+	// states is only touched by the precondition and condition callbacks, which UntilWithSync runs one
+	// after the other on this goroutine, and read after it returned; so it needs no lock.
+	states := map[string]nodeState{}
+	observe := func(n *corev1.Node) {
+		// Filter here too: a watch (the fake clientset's, for one) may not apply the label selector.
+		if sel.Matches(labels.Set(n.Labels)) {
+			states[n.Name] = readiness(n)
+		} else {
+			delete(states, n.Name)
+		}
+	}
+	enough := func() bool {
+		ready := 0
+		for _, s := range states {
+			if s.ready {
+				ready++
+			}
+		}
+		return ready >= want
+	}
+
+	_, err = watchtools.UntilWithSync(ctx,
+		// Tell the reflector whether cs supports watch-list (the fake clientset does not), instead of
+		// letting it wait for a bookmark that never comes.
+		cache.ToListWatcherWithWatchListSemantics(lw, cs),
+		&corev1.Node{},
+		func(store cache.Store) (bool, error) {
+			for _, obj := range store.List() {
+				if n, ok := obj.(*corev1.Node); ok {
+					observe(n)
+				}
+			}
+			return enough(), nil
+		},
+		func(ev watch.Event) (bool, error) {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				// Bookmarks and errors carry no node; the informer behind UntilWithSync handles
+				// re-listing itself.
+				return false, nil
+			}
+			if ev.Type == watch.Deleted {
+				delete(states, n.Name)
+			} else {
+				observe(n)
+			}
+			return enough(), nil
+		},
+	)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() == nil {
+		// Not a timeout: a broken selector on the server side or similar.
+		return fmt.Errorf("kwok: wait for nodes (%s): %w", describeSelector(selector), err)
+	}
+	return notReadyError(states, selector, want, timeout, ctx.Err())
+}
+
+func describeSelector(selector string) string {
+	if selector == "" {
+		return "all nodes"
+	}
+	return "selector " + selector
+}
+
+func notReadyError(states map[string]nodeState, selector string, want int, timeout time.Duration, cause error) error {
+	ready := 0
+	var notReady []string
+	for _, name := range slices.Sorted(maps.Keys(states)) {
+		if states[name].ready {
+			ready++
+		} else {
+			notReady = append(notReady, name)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "kwok: %d of %d nodes Ready after %s (%s, %d nodes seen)",
+		ready, want, timeout, describeSelector(selector), len(states))
+	if len(states) == 0 {
+		// Nothing listed at all: kwok cannot be the problem, the selector or the apiserver is.
+		b.WriteString("; no matching node seen (wrong selector, nodes not created, or apiserver unreachable)")
+	}
+	if len(notReady) > 0 {
+		b.WriteString("; not Ready: ")
+		for i, name := range notReady[:min(len(notReady), maxListedNotReady)] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s: %s", name, states[name].reason)
+		}
+		if extra := len(notReady) - maxListedNotReady; extra > 0 {
+			fmt.Fprintf(&b, " and %d more", extra)
+		}
+	}
+	return fmt.Errorf("%s: %w", b.String(), cause)
+}

@@ -1,0 +1,254 @@
+package local_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/scenarios"
+)
+
+// newProvider gives each test its own state dir, so tests never see each other's clusters or a user's.
+func newProvider(t testing.TB) (*local.Provider, string) {
+	t.Helper()
+	dir := t.TempDir()
+	p, err := local.New(local.WithStateDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, dir
+}
+
+func skipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a real control plane; skipped with -short")
+	}
+}
+
+// createCluster creates a cluster and registers its deletion; it returns the handle and a check that
+// nothing of the cluster remains, which the test calls after Close.
+func createCluster(t *testing.T, p *local.Provider, stateDir string, spec clusters.Spec) (*clusters.Cluster, kubernetes.Interface, func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	cl, err := p.Create(ctx, spec)
+	if err != nil {
+		t.Fatalf("create cluster: %v", err)
+	}
+	t.Logf("cluster %s ready in %s (scheduler %s)", cl.Name, time.Since(start).Round(time.Millisecond), cl.Versions[clusters.Scheduler])
+	pids := componentPIDs(t, stateDir, cl.Name)
+	t.Cleanup(func() { _ = cl.Close(context.Background()) })
+	cs, err := kubernetes.NewForConfig(cl.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertGone := func() {
+		t.Helper()
+		if err := cl.Close(context.Background()); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		for c, pid := range pids {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+				if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.Contains(string(b), string(c)) || strings.Contains(string(b), "kwok") {
+					t.Errorf("%s (pid %d) still running after delete", c, pid)
+				}
+			}
+		}
+		if _, err := os.Stat(filepath.Join(stateDir, cl.Name)); !os.IsNotExist(err) {
+			t.Errorf("cluster state dir still exists after delete (stat: %v)", err)
+		}
+	}
+	return cl, cs, assertGone
+}
+
+// componentPIDs reads the state file the way another process would.
+func componentPIDs(t *testing.T, stateDir, name string) map[clusters.Component]int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(stateDir, name, "state.json"))
+	if err != nil {
+		t.Fatalf("state file: %v", err)
+	}
+	out := map[clusters.Component]int{}
+	for _, c := range clusters.AllComponents() {
+		// A tiny targeted parse keeps the test independent of the state struct.
+		key := `"` + string(c) + `": {`
+		i := strings.Index(string(b), key)
+		if i < 0 {
+			t.Fatalf("state file has no pid for %s:\n%s", c, b)
+		}
+		var pid int
+		if _, err := fmt.Sscanf(strings.TrimSpace(string(b[i+len(key):])), `"pid": %d`, &pid); err != nil {
+			t.Fatalf("parse pid of %s: %v", c, err)
+		}
+		out[c] = pid
+	}
+	return out
+}
+
+// outcome is what experiment 1 looks at once the scheduler has settled.
+type outcome struct {
+	bound   map[string]int // team -> bound pods
+	pending map[string]int // team -> pods the scheduler marked unschedulable
+	gpus    int64
+}
+
+func (o outcome) String() string {
+	return fmt.Sprintf("bound %v, unschedulable %v, GPUs allocated %d", o.bound, o.pending, o.gpus)
+}
+
+// runExperiment1 creates two teams of 3 pods × 2 GPUs, interleaved, and waits until every pod is
+// either bound or marked unschedulable by the scheduler: that proves the scheduler looked at each pod,
+// so a count of pending pods is a real verdict and not an idle scheduler.
+func runExperiment1(t *testing.T, cs kubernetes.Interface, ns string, minCount int32) outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, team := range []string{"team-a", "team-b"} {
+		if _, err := cs.SchedulingV1beta1().PodGroups(ns).Create(ctx, scenarios.PodGroup(ns, scenarios.Group{Name: team, MinCount: minCount}), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create PodGroup %s: %v", team, err)
+		}
+	}
+	for i := range 3 {
+		for _, team := range []string{"team-a", "team-b"} {
+			p := scenarios.Pod(ns, scenarios.Member{Name: fmt.Sprintf("%s-%d", team, i), Group: team, GPUs: 2, Labels: map[string]string{"team": team}})
+			if _, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("create pod %s: %v", p.Name, err)
+			}
+		}
+	}
+	var last outcome
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			o := outcome{bound: map[string]int{}, pending: map[string]int{}}
+			decided := 0
+			for _, p := range pods.Items {
+				team := p.Labels["team"]
+				if p.Spec.NodeName != "" {
+					o.bound[team]++
+					o.gpus += p.Spec.Containers[0].Resources.Limits.Name(scenarios.GPUResource, "").Value()
+					decided++
+					continue
+				}
+				for _, c := range p.Status.Conditions {
+					if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+						o.pending[team]++
+						decided++
+					}
+				}
+			}
+			last = o
+			if decided == 6 {
+				return o
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("scheduler did not decide on all 6 pods within 2m; last seen: %s", last)
+		case <-tick.C:
+		}
+	}
+}
+
+func groupCondition(t *testing.T, cs kubernetes.Interface, ns, name string) *metav1.Condition {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		pg, err := cs.SchedulingV1beta1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			for i := range pg.Status.Conditions {
+				if pg.Status.Conditions[i].Type == "PodGroupInitiallyScheduled" {
+					return &pg.Status.Conditions[i]
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("PodGroup %s/%s got no PodGroupInitiallyScheduled condition within 30s (last error %v)", ns, name, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// TestIntegrationExperiment1 reproduces experiment 1 of the seed lab on a real v1.37.2 control plane:
+// basic groups split 2+2 (8/8 GPUs, no team complete), gang groups place one team whole (6/8 GPUs).
+func TestIntegrationExperiment1(t *testing.T) {
+	skipShort(t)
+	p, stateDir := newProvider(t)
+	cl, cs, assertGone := createCluster(t, p, stateDir, clusters.Spec{Name: "exp1", Nodes: 1, GPU: fakegpu.Inventory{Count: 8}})
+	if got := cl.Versions[clusters.Scheduler]; got != clusters.DefaultKubernetesVersion {
+		t.Errorf("scheduler version = %q, want %q", got, clusters.DefaultKubernetesVersion)
+	}
+	if got := cl.Versions[clusters.APIServer]; got != clusters.DefaultKubernetesVersion {
+		t.Errorf("apiserver version = %q, want %q", got, clusters.DefaultKubernetesVersion)
+	}
+
+	t.Run("basic", func(t *testing.T) {
+		o := runExperiment1(t, cs, "native-basic", 0)
+		t.Logf("basic: %s", o)
+		if o.bound["team-a"] != 2 || o.bound["team-b"] != 2 || o.gpus != 8 {
+			t.Errorf("basic groups: want 2+2 bound and 8/8 GPUs, got %s", o)
+		}
+		for _, team := range []string{"team-a", "team-b"} {
+			c := groupCondition(t, cs, "native-basic", team)
+			if c.Status != metav1.ConditionTrue || c.Reason != "Scheduled" {
+				t.Errorf("basic %s: condition %s/%s %q, want True/Scheduled", team, c.Status, c.Reason, c.Message)
+			}
+		}
+	})
+	t.Run("gang", func(t *testing.T) {
+		o := runExperiment1(t, cs, "native-gang", 3)
+		t.Logf("gang: %s", o)
+		full, empty := 0, 0
+		for _, team := range []string{"team-a", "team-b"} {
+			switch o.bound[team] {
+			case 3:
+				full++
+			case 0:
+				empty++
+			}
+		}
+		if full != 1 || empty != 1 || o.gpus != 6 {
+			t.Errorf("gang groups: want one team 3/3 and the other 0/3 with 6/8 GPUs, got %s", o)
+		}
+	})
+	assertGone()
+}
+
+// TestIntegrationGateOffSplits is the proof that the harness can see a wrong scheduler: with
+// GenericWorkload off in the scheduler only, the gang experiment splits 2+2 like the basic one.
+func TestIntegrationGateOffSplits(t *testing.T) {
+	skipShort(t)
+	p, stateDir := newProvider(t)
+	_, cs, assertGone := createCluster(t, p, stateDir, clusters.Spec{
+		Name: "gateoff", Nodes: 1, GPU: fakegpu.Inventory{Count: 8},
+		ComponentFeatureGates: map[clusters.Component]map[string]bool{clusters.Scheduler: {"GenericWorkload": false}},
+	})
+	o := runExperiment1(t, cs, "native-gang", 3)
+	t.Logf("gang with the scheduler's GenericWorkload=false: %s", o)
+	if o.bound["team-a"] != 2 || o.bound["team-b"] != 2 {
+		t.Errorf("without gang scheduling the gang experiment should split 2+2, got %s", o)
+	}
+	assertGone()
+}

@@ -1,0 +1,610 @@
+// Package local is the docker-free cluster provider: etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler and the kwok controller run as child processes on 127.0.0.1, with PKI made in Go and
+// kwok-simulated GPU nodes. It is real Kubernetes; only kubelets are simulated.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/clusters/kwok"
+	"github.com/gangbench/gangbench/clusters/local/pki"
+	"github.com/gangbench/gangbench/fakegpu"
+)
+
+// ProviderName is how users select this provider.
+const ProviderName = "local"
+
+// Provider creates local clusters. The zero value is not usable; call New.
+type Provider struct {
+	stateDir string
+	bins     k8sbin.Options
+	log      *slog.Logger
+	detached bool
+}
+
+var _ clusters.Provider = (*Provider)(nil)
+
+// Option configures a Provider.
+type Option func(*Provider)
+
+// WithStateDir keeps cluster state under dir instead of DefaultStateDir.
+func WithStateDir(dir string) Option { return func(p *Provider) { p.stateDir = dir } }
+
+// WithBinaries says where binaries come from (cache dir, overrides, progress output).
+func WithBinaries(o k8sbin.Options) Option { return func(p *Provider) { p.bins = o } }
+
+// WithLogger sets where progress messages go; the default discards them.
+func WithLogger(l *slog.Logger) Option { return func(p *Provider) { p.log = l } }
+
+// WithDetachedOwner marks clusters created by this process as owned by a process that exists only to
+// hold them (`gangbench cluster create`), so `cluster delete` from elsewhere may signal that owner.
+func WithDetachedOwner() Option { return func(p *Provider) { p.detached = true } }
+
+// New returns a local provider.
+func New(opts ...Option) (*Provider, error) {
+	p := &Provider{log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(p)
+	}
+	if p.stateDir == "" {
+		d, err := DefaultStateDir()
+		if err != nil {
+			return nil, err
+		}
+		p.stateDir = d
+	}
+	return p, nil
+}
+
+// Name implements clusters.Provider.
+func (p *Provider) Name() string { return ProviderName }
+
+func (p *Provider) clusterDir(name string) string { return filepath.Join(p.stateDir, name) }
+
+// Validate checks a spec before anything is started or built.
+func Validate(spec clusters.Spec) error {
+	var errs []error
+	if spec.Name != "" {
+		if err := validateName(spec.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if spec.Nodes < 1 || spec.Nodes > 20000 {
+		errs = append(errs, fmt.Errorf("nodes: %d is out of range (accepted: 1 to 20000)", spec.Nodes))
+	}
+	if err := spec.GPU.WithDefaults().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("gpu: %w", err))
+	}
+	if spec.KubernetesVersion != "" {
+		if err := k8sbin.ValidateKubeVersion(spec.KubernetesVersion); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for c := range spec.ExtraArgs {
+		if _, err := clusters.ParseComponent(string(c)); err != nil {
+			errs = append(errs, fmt.Errorf("extra args: %w", err))
+		}
+	}
+	for c := range spec.ComponentFeatureGates {
+		if _, err := clusters.ParseComponent(string(c)); err != nil {
+			errs = append(errs, fmt.Errorf("feature gates: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func withDefaults(spec clusters.Spec) clusters.Spec {
+	if spec.Name == "" {
+		spec.Name = clusters.DefaultName
+	}
+	if spec.KubernetesVersion == "" {
+		spec.KubernetesVersion = clusters.DefaultKubernetesVersion
+	}
+	if spec.ReadyTimeout == 0 {
+		spec.ReadyTimeout = 3 * time.Minute
+	}
+	spec.GPU = spec.GPU.WithDefaults()
+	return spec
+}
+
+// binOptions combines the provider's binary options with the overrides a Spec carries.
+func (p *Provider) binOptions(spec clusters.Spec) k8sbin.Options {
+	o := p.bins
+	if spec.KubeBinDir != "" {
+		o.KubeBinDir = spec.KubeBinDir
+	}
+	if spec.SchedulerBinary != "" {
+		o.SchedulerBinary = spec.SchedulerBinary
+	}
+	return o
+}
+
+// Create implements clusters.Provider. The cluster belongs to this process: its components die with
+// it, and Cluster.Close tears it down.
+func (p *Provider) Create(ctx context.Context, spec clusters.Spec) (*clusters.Cluster, error) {
+	spec = withDefaults(spec)
+	if err := Validate(spec); err != nil {
+		return nil, fmt.Errorf("invalid cluster spec: %w", err)
+	}
+	start := time.Now()
+	dir := p.clusterDir(spec.Name)
+	if err := p.clearStale(ctx, spec.Name); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(p.stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	// Mkdir (not MkdirAll) is the claim on the name: two processes creating the same cluster at once
+	// cannot both succeed.
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("cluster %q is being created by another process (%s exists)", spec.Name, dir)
+		}
+		return nil, fmt.Errorf("cluster dir: %w", err)
+	}
+	r := &run{p: p, spec: spec, dir: dir, procs: map[clusters.Component]*process{}}
+	cl, err := r.start(ctx)
+	if err != nil {
+		// Teardown must run even when ctx is already cancelled (Ctrl-C during start).
+		_ = r.teardown(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	p.log.Info("cluster ready", "name", spec.Name, "nodes", spec.Nodes, "elapsed", time.Since(start).Round(time.Millisecond))
+	return cl, nil
+}
+
+// run is one cluster owned by this process.
+type run struct {
+	p        *Provider
+	spec     clusters.Spec
+	dir      string
+	l        layout
+	bins     *k8sbin.Set
+	sp       *spawner
+	mu       sync.Mutex // guards procs and the state file
+	procs    map[clusters.Component]*process
+	st       *state
+	cl       *clusters.Cluster
+	once     sync.Once
+	closeErr error
+}
+
+func (r *run) binary(c clusters.Component) string {
+	switch c {
+	case clusters.Etcd:
+		return r.bins.Etcd
+	case clusters.APIServer:
+		return r.bins.APIServer
+	case clusters.ControllerManager:
+		return r.bins.ControllerManager
+	case clusters.Scheduler:
+		return r.bins.Scheduler
+	case clusters.Kwok:
+		return r.bins.Kwok
+	}
+	return ""
+}
+
+func (r *run) start(ctx context.Context) (*clusters.Cluster, error) {
+	spec := r.spec
+	bins, err := k8sbin.Ensure(ctx, spec.KubernetesVersion, r.p.binOptions(spec))
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes binaries: %w", err)
+	}
+	r.bins = bins
+	versions, err := r.probeVersions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pt, err := allocatePorts()
+	if err != nil {
+		return nil, err
+	}
+	r.l = layout{Dir: r.dir, PKIDir: filepath.Join(r.dir, "pki"), DataDir: filepath.Join(r.dir, "etcd-data"), Ports: pt}
+	for _, d := range []string{r.l.PKIDir, r.l.DataDir, r.logDir()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	bundle, err := pki.Generate(r.l.PKIDir, pki.Options{ServingHosts: []string{"localhost", "127.0.0.1"}, Clients: identities()})
+	if err != nil {
+		return nil, fmt.Errorf("pki: %w", err)
+	}
+	server := fmt.Sprintf("https://127.0.0.1:%d", pt.APIServer)
+	for user := range identities() {
+		if err := writeKubeconfig(r.l.kubeconfig(user), server, "gangbench-"+spec.Name, bundle, user); err != nil {
+			return nil, err
+		}
+	}
+	if err := kwok.WriteConfig(r.l.kwokConfig()); err != nil {
+		return nil, err
+	}
+
+	r.sp = newSpawner()
+	deadline := spec.ReadyTimeout
+	for _, c := range []clusters.Component{clusters.Etcd, clusters.APIServer} {
+		if err := r.startComponent(ctx, c, deadline); err != nil {
+			return nil, err
+		}
+	}
+	restCfg, err := restConfigFrom(r.l.kubeconfig("admin"))
+	if err != nil {
+		return nil, err
+	}
+	// Node creation and readiness watches are the harness's own load; the default 5 QPS would make a
+	// 500-node cluster take minutes to create.
+	fast := *restCfg
+	fast.QPS, fast.Burst = 500, 1000
+	cs, err := kubernetes.NewForConfig(&fast)
+	if err != nil {
+		return nil, err
+	}
+	if err := bindKwok(ctx, cs); err != nil {
+		return nil, err
+	}
+	// The three clients of the apiserver start together; each is checked on its own endpoint.
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i, c := range []clusters.Component{clusters.ControllerManager, clusters.Scheduler, clusters.Kwok} {
+		wg.Go(func() { errs[i] = r.startComponent(ctx, c, deadline) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if err := waitDefaultServiceAccount(ctx, cs, deadline); err != nil {
+		return nil, err
+	}
+	names := kwok.NodeNames("gpu-node", spec.Nodes)
+	if err := kwok.CreateNodes(ctx, cs, names, spec.GPU, fakegpu.NodeOptions{}, 32); err != nil {
+		return nil, fmt.Errorf("create simulated nodes: %w", err)
+	}
+	if err := kwok.WaitNodesReady(ctx, cs, "gangbench.dev/managed=true", spec.Nodes, deadline); err != nil {
+		return nil, fmt.Errorf("%w\n--- last lines of kwok-controller log ---\n%s", err, logTail(r.procs[clusters.Kwok].logPath, 15))
+	}
+
+	r.st = &state{
+		Name: spec.Name, Created: time.Now().UTC(), Owner: refOf(os.Getpid()), Ports: pt,
+		Procs: map[string]procRef{}, Versions: map[string]string{}, Binaries: map[string]string{},
+		Nodes: spec.Nodes, GPU: spec.GPU, Kubeconfig: r.l.kubeconfig("admin"), Detached: r.p.detached,
+	}
+	for c, v := range versions {
+		r.st.Versions[string(c)] = v
+		r.st.Binaries[string(c)] = r.binary(c)
+	}
+	r.mu.Lock()
+	for c, pr := range r.procs {
+		r.st.Procs[string(c)] = refOf(pr.pid())
+	}
+	err = writeState(r.dir, r.st)
+	r.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := handleFromState(r.dir, r.st)
+	if err != nil {
+		return nil, err
+	}
+	cl.Control = r
+	cl.Close = r.close
+	r.cl = cl
+	return cl, nil
+}
+
+func (r *run) logDir() string { return filepath.Join(r.dir, "logs") }
+
+func (r *run) probeVersions(ctx context.Context) (map[clusters.Component]string, error) {
+	out := map[clusters.Component]string{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var errs []error
+	for _, c := range clusters.AllComponents() {
+		wg.Go(func() {
+			v, err := k8sbin.ProbeVersion(ctx, r.binary(c))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", c, err))
+				return
+			}
+			out[c] = v
+		})
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// endpoint returns the health endpoint of a component.
+func (r *run) health(c clusters.Component) clusters.Endpoint {
+	l := r.l
+	ca := l.pki("ca.crt")
+	admin := clusters.Endpoint{CAFile: ca, CertFile: l.pki("admin.crt"), KeyFile: l.pki("admin.key")}
+	switch c {
+	case clusters.Etcd:
+		return clusters.Endpoint{URL: fmt.Sprintf("http://127.0.0.1:%d/health", l.Ports.EtcdClient)}
+	case clusters.APIServer:
+		admin.URL = fmt.Sprintf("https://127.0.0.1:%d/readyz", l.Ports.APIServer)
+	case clusters.ControllerManager:
+		admin.URL = fmt.Sprintf("https://127.0.0.1:%d/healthz", l.Ports.KCM)
+	case clusters.Scheduler:
+		admin.URL = fmt.Sprintf("https://127.0.0.1:%d/healthz", l.Ports.Scheduler)
+	case clusters.Kwok:
+		return clusters.Endpoint{URL: fmt.Sprintf("http://127.0.0.1:%d/healthz", l.Ports.Kwok)}
+	}
+	return admin
+}
+
+// startComponent starts one component and waits until its health endpoint answers.
+func (r *run) startComponent(ctx context.Context, c clusters.Component, timeout time.Duration) error {
+	args, err := componentArgs(c, r.l, r.spec)
+	if err != nil {
+		return err
+	}
+	pr, err := startProcess(r.sp, string(c), r.binary(c), args, filepath.Join(r.logDir(), string(c)+".log"), os.Environ())
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.procs[c] = pr
+	r.mu.Unlock()
+	return waitReady(ctx, pr, timeout, healthCheck(r.health(c)))
+}
+
+// waitDefaultServiceAccount waits for the service-account controller: until it has made "default",
+// the ServiceAccount admission plugin refuses every pod.
+func waitDefaultServiceAccount(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		_, last = cs.CoreV1().ServiceAccounts(corev1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("service account default/default not created by kube-controller-manager within %s: %v", timeout, last)
+		case <-tick.C:
+		}
+	}
+}
+
+// grace is how long a component gets between SIGTERM and SIGKILL.
+const grace = 15 * time.Second
+
+// teardown stops every component in the safe order and removes the cluster's state.
+func (r *run) teardown(ctx context.Context) error {
+	var errs []error
+	for _, c := range clusters.StopOrder() {
+		r.mu.Lock()
+		pr := r.procs[c]
+		r.mu.Unlock()
+		if err := pr.stop(syscall.SIGTERM, grace); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r.sp != nil {
+		r.sp.close()
+	}
+	if err := os.RemoveAll(r.dir); err != nil {
+		errs = append(errs, fmt.Errorf("remove %s: %w", r.dir, err))
+	}
+	_ = ctx
+	return errors.Join(errs...)
+}
+
+func (r *run) close(ctx context.Context) error {
+	r.once.Do(func() { r.closeErr = r.teardown(ctx) })
+	return r.closeErr
+}
+
+// Stop implements clusters.ComponentControl.
+func (r *run) Stop(ctx context.Context, c clusters.Component) error {
+	return r.signal(c, syscall.SIGTERM)
+}
+
+// Kill implements clusters.ComponentControl (SIGKILL: no graceful shutdown, as a crash would).
+func (r *run) Kill(ctx context.Context, c clusters.Component) error {
+	return r.signal(c, syscall.SIGKILL)
+}
+
+func (r *run) signal(c clusters.Component, sig syscall.Signal) error {
+	r.mu.Lock()
+	pr := r.procs[c]
+	r.mu.Unlock()
+	if pr == nil {
+		return fmt.Errorf("%s was never started", c)
+	}
+	return pr.stop(sig, grace)
+}
+
+// Start implements clusters.ComponentControl: same binary, same flags, same ports.
+func (r *run) Start(ctx context.Context, c clusters.Component) error {
+	r.mu.Lock()
+	pr := r.procs[c]
+	r.mu.Unlock()
+	if pr.running() {
+		return fmt.Errorf("%s is already running (pid %d)", c, pr.pid())
+	}
+	if err := r.startComponent(ctx, c, r.spec.ReadyTimeout); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st.Procs[string(c)] = refOf(r.procs[c].pid())
+	return writeState(r.dir, r.st)
+}
+
+// Restart implements clusters.ComponentControl.
+func (r *run) Restart(ctx context.Context, c clusters.Component) error {
+	if err := r.Stop(ctx, c); err != nil {
+		return err
+	}
+	return r.Start(ctx, c)
+}
+
+// handleFromState builds a Cluster handle from recorded state, for this or another process.
+func handleFromState(dir string, st *state) (*clusters.Cluster, error) {
+	l := layout{Dir: dir, PKIDir: filepath.Join(dir, "pki"), Ports: st.Ports}
+	cfg, err := restConfigFrom(st.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	admin := clusters.Endpoint{CAFile: l.pki("ca.crt"), CertFile: l.pki("admin.crt"), KeyFile: l.pki("admin.key")}
+	api, sched := admin, admin
+	api.URL = fmt.Sprintf("https://127.0.0.1:%d/metrics", st.Ports.APIServer)
+	sched.URL = fmt.Sprintf("https://127.0.0.1:%d/metrics", st.Ports.Scheduler)
+	versions := map[clusters.Component]string{}
+	for k, v := range st.Versions {
+		versions[clusters.Component(k)] = v
+	}
+	return &clusters.Cluster{
+		Name: st.Name, Provider: ProviderName, KubeconfigPath: st.Kubeconfig, RESTConfig: cfg,
+		APIServerMetrics: api, SchedulerMetrics: sched, Versions: versions,
+		LogDir: filepath.Join(dir, "logs"), Nodes: st.Nodes, GPU: st.GPU, SchedulerName: corev1.DefaultSchedulerName,
+		Close: func(context.Context) error { return nil },
+	}, nil
+}
+
+// Get implements clusters.Provider. A handle obtained from another process cannot restart components
+// (they are not its children), so Control is nil.
+func (p *Provider) Get(ctx context.Context, name string) (*clusters.Cluster, error) {
+	if err := validateName(name); err != nil {
+		return nil, err
+	}
+	dir := p.clusterDir(name)
+	st, err := readState(dir)
+	if err != nil {
+		return nil, fmt.Errorf("local cluster %q: %w", name, err)
+	}
+	if !st.Procs[string(clusters.APIServer)].alive() {
+		return nil, fmt.Errorf("local cluster %q is stale (its processes are gone); run `gangbench cluster delete %s`", name, name)
+	}
+	return handleFromState(dir, st)
+}
+
+// List implements clusters.Provider.
+func (p *Provider) List(ctx context.Context) ([]clusters.Info, error) {
+	ents, err := os.ReadDir(p.stateDir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var out []clusters.Info
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		st, err := readState(filepath.Join(p.stateDir, e.Name()))
+		if err != nil {
+			// A directory without state is a create in progress or one that crashed before it was
+			// ready; show it so that `delete` can clean it.
+			out = append(out, clusters.Info{Name: e.Name(), Provider: ProviderName, Status: "incomplete"})
+			continue
+		}
+		status := "running"
+		if !st.Procs[string(clusters.APIServer)].alive() {
+			status = "stale"
+		}
+		out = append(out, clusters.Info{Name: st.Name, Provider: ProviderName, Created: st.Created, Status: status, Nodes: st.Nodes})
+	}
+	slices.SortFunc(out, func(a, b clusters.Info) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// clearStale removes the state of a cluster whose processes are all gone, so its name can be reused.
+// A live cluster of that name is an error.
+func (p *Provider) clearStale(ctx context.Context, name string) error {
+	dir := p.clusterDir(name)
+	st, err := readState(dir)
+	switch {
+	case errors.Is(err, clusters.ErrNotFound):
+		if _, statErr := os.Stat(dir); statErr == nil {
+			// No state file: a create that died before it was ready, or one running right now. The
+			// latter holds its owner pid in no file yet, so only a dir older than a create can take is
+			// treated as debris.
+			if info, _ := os.Stat(dir); info != nil && time.Since(info.ModTime()) > 30*time.Minute {
+				return os.RemoveAll(dir)
+			}
+		}
+		return nil
+	case err != nil:
+		return err
+	}
+	if st.anyAlive() {
+		return fmt.Errorf("cluster %q already exists and is running (owner pid %d); delete it with `gangbench cluster delete %s` or choose another --name", name, st.Owner.PID, name)
+	}
+	p.log.Info("removing stale cluster state", "name", name, "dir", dir)
+	return os.RemoveAll(dir)
+}
+
+// Delete implements clusters.Provider: it stops a cluster created by any process and removes its
+// state. Processes are identified by pid and start time, so a reused pid is never signalled.
+func (p *Provider) Delete(ctx context.Context, name string) error {
+	if err := validateName(name); err != nil {
+		return err
+	}
+	dir := p.clusterDir(name)
+	st, err := readState(dir)
+	if errors.Is(err, clusters.ErrNotFound) {
+		if _, statErr := os.Stat(dir); statErr == nil {
+			return os.RemoveAll(dir)
+		}
+		return fmt.Errorf("local cluster %q: %w", name, clusters.ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	// A detached owner exists only to hold the cluster; asking it to stop lets it tear down in order.
+	if st.Detached && st.Owner.PID != os.Getpid() && st.Owner.alive() {
+		if !signalRecorded(ctx, st.Owner.PID, st.Owner.StartTime, syscall.SIGTERM, 90*time.Second) {
+			signalRecorded(ctx, st.Owner.PID, st.Owner.StartTime, syscall.SIGKILL, 10*time.Second)
+		}
+	}
+	var errs []error
+	for _, c := range clusters.StopOrder() {
+		ref, ok := st.Procs[string(c)]
+		if !ok || !ref.alive() {
+			continue
+		}
+		if !signalRecorded(ctx, ref.PID, ref.StartTime, syscall.SIGTERM, grace) &&
+			!signalRecorded(ctx, ref.PID, ref.StartTime, syscall.SIGKILL, 10*time.Second) {
+			errs = append(errs, fmt.Errorf("%s (pid %d) survived SIGKILL", c, ref.PID))
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		errs = append(errs, err)
+	}
+	// The holder's own log (written by `gangbench cluster create`) sits beside the cluster dir.
+	if err := os.Remove(filepath.Join(p.stateDir, name+".supervisor.log")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,416 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/fakegpu"
+)
+
+// clusterFlags are the flags that shape a cluster; e2e and perf reuse them.
+type clusterFlags struct {
+	provider      string
+	name          string
+	nodes         int
+	gpusPerNode   int
+	gpuProduct    string
+	k8sVersion    string
+	kubeBinDir    string
+	schedulerBin  string
+	cacheDir      string
+	featureGates  []string
+	schedGates    []string
+	schedulerArgs []string
+	timeout       time.Duration
+}
+
+func (f *clusterFlags) register(cmd *cobra.Command, defaultNodes int) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.provider, "provider", "local", "cluster provider: local (processes + kwok nodes, no container engine)")
+	fs.StringVar(&f.name, "name", clusters.DefaultName, "cluster name")
+	fs.IntVar(&f.nodes, "nodes", defaultNodes, "number of simulated GPU nodes")
+	fs.IntVar(&f.gpusPerNode, "gpus-per-node", 8, "nvidia.com/gpu per node")
+	fs.StringVar(&f.gpuProduct, "gpu-product", "", "GPU product label (default "+fakegpu.Default().Product+")")
+	fs.StringVar(&f.k8sVersion, "k8s-version", clusters.DefaultKubernetesVersion, "Kubernetes version of the control plane (built from source and cached)")
+	fs.StringVar(&f.kubeBinDir, "kube-bin-dir", "", "use kube-apiserver, kube-controller-manager, kube-scheduler (and etcd, kwok if present) from DIR instead of building")
+	fs.StringVar(&f.schedulerBin, "scheduler-binary", "", "run this kube-scheduler binary as the scheduler under test (a fork, a PR build)")
+	fs.StringVar(&f.cacheDir, "cache-dir", "", "where built binaries are cached (default: user cache dir/gangbench/bin, or $GANGBENCH_CACHE_DIR)")
+	fs.StringSliceVar(&f.featureGates, "feature-gates", nil, "extra feature gates for every component, e.g. TopologyAwareWorkloadScheduling=true")
+	fs.StringSliceVar(&f.schedGates, "scheduler-feature-gates", nil, "feature gates for the scheduler only, e.g. GenericWorkload=false")
+	fs.StringArrayVar(&f.schedulerArgs, "scheduler-arg", nil, "extra kube-scheduler flag as name=value, e.g. kube-api-qps=5000 (repeatable)")
+	fs.DurationVar(&f.timeout, "timeout", 3*time.Minute, "how long components and nodes may take to become ready")
+}
+
+func parseGates(flag string, vals []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, v := range vals {
+		k, b, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return nil, usageError{fmt.Errorf("--%s %q: want Name=true|false", flag, v)}
+		}
+		val, err := strconv.ParseBool(b)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--%s %q: value %q is not true or false", flag, v, b)}
+		}
+		out[k] = val
+	}
+	return out, nil
+}
+
+func (f *clusterFlags) spec() (clusters.Spec, error) {
+	if f.provider != local.ProviderName {
+		return clusters.Spec{}, usageError{fmt.Errorf("--provider %q: not available in this build (accepted: local)", f.provider)}
+	}
+	gates, err := parseGates("feature-gates", f.featureGates)
+	if err != nil {
+		return clusters.Spec{}, err
+	}
+	sg, err := parseGates("scheduler-feature-gates", f.schedGates)
+	if err != nil {
+		return clusters.Spec{}, err
+	}
+	sargs := map[string]string{}
+	for _, a := range f.schedulerArgs {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || strings.TrimLeft(k, "-") == "" {
+			return clusters.Spec{}, usageError{fmt.Errorf("--scheduler-arg %q: want name=value", a)}
+		}
+		sargs[strings.TrimLeft(k, "-")] = v
+	}
+	inv := fakegpu.Inventory{Count: f.gpusPerNode, Product: f.gpuProduct}
+	spec := clusters.Spec{
+		Name: f.name, Nodes: f.nodes, GPU: inv, KubernetesVersion: f.k8sVersion,
+		FeatureGates:          gates,
+		ComponentFeatureGates: map[clusters.Component]map[string]bool{clusters.Scheduler: sg},
+		ExtraArgs:             map[clusters.Component]map[string]string{clusters.Scheduler: sargs},
+		KubeBinDir:            f.kubeBinDir, SchedulerBinary: f.schedulerBin, ReadyTimeout: f.timeout,
+	}
+	if err := local.Validate(spec); err != nil {
+		return clusters.Spec{}, usageError{err}
+	}
+	return spec, nil
+}
+
+func (f *clusterFlags) binOptions(progress io.Writer) k8sbin.Options {
+	return k8sbin.Options{CacheDir: f.cacheDir, KubeBinDir: f.kubeBinDir, SchedulerBinary: f.schedulerBin, Progress: progress}
+}
+
+func newClusterCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{Use: "cluster", Short: "Create, list and delete clusters with fake GPU nodes"}
+	cmd.AddCommand(newClusterCreateCmd(g, stdout, stderr), newClusterDeleteCmd(g, stdout), newClusterListCmd(stdout), newClusterKubeconfigCmd(stdout))
+	return cmd
+}
+
+func newClusterCreateCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
+	var f clusterFlags
+	var foreground bool
+	var readyFD int
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Create a cluster and leave it running",
+		Long: `Create a local cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the kwok
+controller as processes on 127.0.0.1, GenericWorkload=true and scheduling.k8s.io/v1beta1 served, and
+--nodes simulated nodes with --gpus-per-node nvidia.com/gpu each.
+
+The cluster keeps running after this command returns (a small gangbench process holds it, so that
+nothing outlives it by accident); use 'gangbench cluster delete' to stop it.`,
+		Example: `  gangbench cluster create --nodes 4 --gpus-per-node 8
+  gangbench cluster create --name mine --scheduler-binary ./_output/kube-scheduler
+  gangbench cluster create --scheduler-feature-gates GenericWorkload=false   # a scheduler without gang scheduling`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			spec, err := f.spec()
+			if err != nil {
+				return err
+			}
+			if foreground {
+				return holdCluster(cmd.Context(), g, &f, spec, stderr, readyFD)
+			}
+			return createDetached(cmd.Context(), g, &f, spec, stdout, stderr)
+		},
+	}
+	f.register(cmd, 4)
+	cmd.Flags().BoolVar(&foreground, "foreground", false, "hold the cluster in this process until interrupted (Ctrl-C deletes it)")
+	cmd.Flags().IntVar(&readyFD, "ready-fd", 0, "internal: file descriptor to report readiness on")
+	_ = cmd.Flags().MarkHidden("ready-fd")
+	return cmd
+}
+
+// holdCluster creates the cluster in this process and keeps it until a signal arrives.
+func holdCluster(ctx context.Context, g *globalOpts, f *clusterFlags, spec clusters.Spec, stderr io.Writer, readyFD int) error {
+	var ready *os.File
+	if readyFD > 0 {
+		// The fd arrived without close-on-exec; the components started below would inherit it and keep
+		// the pipe open, so the waiting `cluster create` would never see EOF after an error.
+		syscall.CloseOnExec(readyFD)
+		ready = os.NewFile(uintptr(readyFD), "ready")
+		defer ready.Close()
+	}
+	opts := []local.Option{local.WithLogger(g.logger(stderr)), local.WithBinaries(f.binOptions(stderr))}
+	if ready != nil {
+		opts = append(opts, local.WithDetachedOwner())
+	}
+	p, err := local.New(opts...)
+	if err != nil {
+		return err
+	}
+	cl, err := p.Create(ctx, spec)
+	if err != nil {
+		if ready != nil {
+			fmt.Fprintf(ready, "error: %v\n", err)
+		}
+		return err
+	}
+	if ready != nil {
+		fmt.Fprintln(ready, "ready")
+		ready.Close()
+	} else {
+		printClusterReady(stderr, cl)
+		fmt.Fprintln(stderr, "holding the cluster; press Ctrl-C to delete it")
+	}
+	<-ctx.Done()
+	return cl.Close(context.WithoutCancel(ctx))
+}
+
+// createDetached builds binaries here (so progress is visible), then starts `cluster create
+// --foreground` in its own session to hold the cluster, and waits for it to report ready.
+func createDetached(ctx context.Context, g *globalOpts, f *clusterFlags, spec clusters.Spec, stdout, stderr io.Writer) error {
+	version := spec.KubernetesVersion
+	if _, err := k8sbin.Ensure(ctx, version, f.binOptions(stderr)); err != nil {
+		return err
+	}
+	stateDir, err := local.DefaultStateDir()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logPath := filepath.Join(stateDir, spec.Name+".supervisor.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	args := append([]string{"cluster", "create", "--foreground", "--ready-fd", "3"}, flagArgs(f)...)
+	if g.verbose {
+		args = append(args, "--verbose")
+	}
+	child := exec.Command(self, args...)
+	child.Stdout, child.Stderr = logf, logf
+	child.ExtraFiles = []*os.File{w}
+	// Its own session: the holder must survive this command and the terminal it ran in.
+	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := child.Start(); err != nil {
+		w.Close()
+		return fmt.Errorf("start cluster holder: %w", err)
+	}
+	w.Close()
+	pid := child.Process.Pid
+	_ = child.Process.Release()
+
+	lines := make(chan string, 1)
+	go func() {
+		// "ready" is one line; an error is everything until the holder exits.
+		s := bufio.NewScanner(r)
+		var all []string
+		for s.Scan() {
+			if len(all) == 0 && s.Text() == "ready" {
+				lines <- "ready"
+				return
+			}
+			all = append(all, s.Text())
+		}
+		lines <- strings.Join(all, "\n")
+	}()
+	select {
+	case msg := <-lines:
+		if msg != "ready" {
+			if msg != "" {
+				return fmt.Errorf("cluster %q did not start: %s", spec.Name, strings.TrimPrefix(msg, "error: "))
+			}
+			// The holder died without a word (killed, or crashed before it could report).
+			tail, _ := os.ReadFile(logPath)
+			return fmt.Errorf("cluster %q did not start: its holder process exited\n--- %s ---\n%s", spec.Name, logPath, lastLines(string(tail), 20))
+		}
+	case <-ctx.Done():
+		// The user gave up: the holder is ours to stop, and it tears the cluster down on SIGTERM.
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		return ctx.Err()
+	}
+	p, err := local.New()
+	if err != nil {
+		return err
+	}
+	cl, err := p.Get(ctx, spec.Name)
+	if err != nil {
+		return err
+	}
+	printClusterReady(stdout, cl)
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// flagArgs turns the parsed flags back into argv for the holder process.
+func flagArgs(f *clusterFlags) []string {
+	a := []string{
+		"--provider=" + f.provider, "--name=" + f.name, "--nodes=" + strconv.Itoa(f.nodes),
+		"--gpus-per-node=" + strconv.Itoa(f.gpusPerNode), "--k8s-version=" + f.k8sVersion, "--timeout=" + f.timeout.String(),
+	}
+	for flag, v := range map[string]string{"gpu-product": f.gpuProduct, "kube-bin-dir": f.kubeBinDir, "scheduler-binary": f.schedulerBin, "cache-dir": f.cacheDir} {
+		if v != "" {
+			a = append(a, "--"+flag+"="+v)
+		}
+	}
+	for _, v := range f.featureGates {
+		a = append(a, "--feature-gates="+v)
+	}
+	for _, v := range f.schedGates {
+		a = append(a, "--scheduler-feature-gates="+v)
+	}
+	for _, v := range f.schedulerArgs {
+		a = append(a, "--scheduler-arg="+v)
+	}
+	return a
+}
+
+func printClusterReady(w io.Writer, cl *clusters.Cluster) {
+	fmt.Fprintf(w, "cluster %q is ready: %d nodes × %d %s (%s)\n", cl.Name, cl.Nodes, cl.GPU.Count, cl.GPU.ResourceName, cl.Versions[clusters.Scheduler])
+	fmt.Fprintf(w, "  export KUBECONFIG=%s\n", cl.KubeconfigPath)
+	fmt.Fprintf(w, "  kubectl get nodes -o custom-columns=NAME:.metadata.name,GPU:.status.allocatable.nvidia\\.com/gpu\n")
+	fmt.Fprintf(w, "  logs: %s\n", cl.LogDir)
+	fmt.Fprintf(w, "  delete: gangbench cluster delete --name %s\n", cl.Name)
+}
+
+func newClusterDeleteCmd(g *globalOpts, stdout io.Writer) *cobra.Command {
+	var name string
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "delete [NAME]",
+		Short: "Stop a cluster and remove everything it left on this machine",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				name = args[0]
+			}
+			p, err := local.New()
+			if err != nil {
+				return err
+			}
+			names := []string{name}
+			if all {
+				infos, err := p.List(cmd.Context())
+				if err != nil {
+					return err
+				}
+				names = names[:0]
+				for _, i := range infos {
+					names = append(names, i.Name)
+				}
+			}
+			var errs []error
+			for _, n := range names {
+				if err := p.Delete(cmd.Context(), n); err != nil {
+					if errors.Is(err, clusters.ErrNotFound) && !all {
+						errs = append(errs, fmt.Errorf("no cluster named %q (see `gangbench cluster list`)", n))
+						continue
+					}
+					errs = append(errs, err)
+					continue
+				}
+				fmt.Fprintf(stdout, "deleted cluster %q\n", n)
+			}
+			return errors.Join(errs...)
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", clusters.DefaultName, "cluster name")
+	cmd.Flags().BoolVar(&all, "all", false, "delete every cluster gangbench created on this machine")
+	return cmd
+}
+
+func newClusterListCmd(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List clusters gangbench created on this machine",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := local.New()
+			if err != nil {
+				return err
+			}
+			infos, err := p.List(cmd.Context())
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tPROVIDER\tSTATUS\tNODES\tCREATED")
+			for _, i := range infos {
+				created := ""
+				if !i.Created.IsZero() {
+					created = i.Created.Local().Format(time.DateTime)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", i.Name, i.Provider, i.Status, i.Nodes, created)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newClusterKubeconfigCmd(stdout io.Writer) *cobra.Command {
+	var name string
+	cmd := &cobra.Command{
+		Use:     "kubeconfig [NAME]",
+		Short:   "Print the path of a cluster's admin kubeconfig",
+		Example: "  export KUBECONFIG=$(gangbench cluster kubeconfig)",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				name = args[0]
+			}
+			p, err := local.New()
+			if err != nil {
+				return err
+			}
+			cl, err := p.Get(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, cl.KubeconfigPath)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", clusters.DefaultName, "cluster name")
+	return cmd
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/k8sbin"
+)
+
+// check is one line of `gangbench doctor`.
+type check struct {
+	name, verdict, detail string
+}
+
+func newDoctorCmd(g *globalOpts, stdout io.Writer) *cobra.Command {
+	var version, cacheDir string
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Say which providers can run on this machine, and why not",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			checks := doctorChecks(cmd.Context(), version, cacheDir)
+			for _, c := range checks {
+				fmt.Fprintf(stdout, "%-28s %-5s %s\n", c.name, c.verdict, c.detail)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&version, "k8s-version", clusters.DefaultKubernetesVersion, "Kubernetes version to look for in the cache")
+	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "binary cache dir")
+	return cmd
+}
+
+func doctorChecks(ctx context.Context, version, cacheDir string) []check {
+	var out []check
+	goPath, err := exec.LookPath("go")
+	if err != nil {
+		out = append(out, check{"go toolchain", "no", "not on PATH: binaries cannot be built (use --kube-bin-dir with prebuilt ones)"})
+	} else {
+		v, _ := exec.CommandContext(ctx, goPath, "version").Output()
+		out = append(out, check{"go toolchain", "yes", strings.TrimSpace(string(v))})
+	}
+	if set, err := k8sbin.Ensure(ctx, version, k8sbin.Options{CacheDir: cacheDir, Builder: cacheOnly{}}); err == nil {
+		out = append(out, check{"binaries " + version, "yes", "cached: " + filepath.Dir(set.Scheduler)})
+	} else {
+		out = append(out, check{"binaries " + version, "no", "not cached: the first cluster create builds them (~20 min on 2 cores), or run `gangbench k8s build`"})
+	}
+	out = append(out, check{"provider local", "yes", "needs no container engine"})
+	out = append(out, engineChecks(ctx)...)
+	return out
+}
+
+// engineChecks asks each container engine CLI whether its daemon answers; kind needs one that does.
+func engineChecks(ctx context.Context) []check {
+	var out []check
+	any := false
+	for _, engine := range []string{"docker", "podman", "nerdctl"} {
+		path, err := exec.LookPath(engine)
+		if err != nil {
+			out = append(out, check{"engine " + engine, "no", "not installed"})
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		b, err := exec.CommandContext(cctx, path, "info", "--format", "{{json .ServerVersion}}").CombinedOutput()
+		cancel()
+		if err != nil {
+			out = append(out, check{"engine " + engine, "no", "client present but no daemon answers: " + firstLine(string(b))})
+			continue
+		}
+		any = true
+		out = append(out, check{"engine " + engine, "yes", "server " + strings.Trim(strings.TrimSpace(string(b)), `"`)})
+	}
+	if any {
+		out = append(out, check{"provider kind", "yes", "a container engine answers"})
+	} else {
+		out = append(out, check{"provider kind", "no", "no container engine answers; use --provider local"})
+	}
+	return out
+}
+
+// cacheOnly is a Builder that refuses to build, so Ensure answers "is it cached?" without side effects.
+type cacheOnly struct{}
+
+func (cacheOnly) Build(context.Context, k8sbin.Target, string, func(string, bool)) error {
+	return errors.New("not cached")
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

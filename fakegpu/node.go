@@ -1,0 +1,135 @@
+package fakegpu
+
+import (
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const (
+	// AnnotationKwokNode is what kwok is started with as --manage-nodes-with-annotation-selector
+	// (kwok.x-k8s.io/node=fake): only nodes carrying it are simulated, so a real kubelet's node in the
+	// same cluster is never touched.
+	AnnotationKwokNode = "kwok.x-k8s.io/node"
+	// AnnotationKwokNodeValue is the value of AnnotationKwokNode.
+	AnnotationKwokNodeValue = "fake"
+	// AnnotationNodeTTL is the TTL the ttl controller would set; "0" tells kubelets (and anything that
+	// reads it) not to cache configmaps/secrets, and setting it up front saves the controller one
+	// update per node when hundreds are created.
+	AnnotationNodeTTL = "node.alpha.kubernetes.io/ttl"
+
+	// LabelManaged marks nodes gangbench created, so cleanup and selectors can find them.
+	LabelManaged = "gangbench.dev/managed"
+	// LabelType is the label kwok's documentation uses for simulated nodes.
+	LabelType = "type"
+
+	// DefaultInternalIP is the address a simulated node reports. Loopback, because the only thing that
+	// may ever connect to a node address (the apiserver for logs/exec) must reach this machine's kwok
+	// server and nothing else.
+	DefaultInternalIP = "127.0.0.1"
+)
+
+// NodeOptions is what a simulated node has besides its GPUs. Zero fields get defaults.
+type NodeOptions struct {
+	// CPU capacity; default 32.
+	CPU resource.Quantity
+	// Memory capacity; default 256Gi.
+	Memory resource.Quantity
+	// Pods capacity; default 110 (the kubelet's).
+	Pods resource.Quantity
+	// InternalIP is the node's InternalIP address; default DefaultInternalIP.
+	InternalIP string
+	// Labels are added over the inventory labels (and may override them), but not over
+	// kubernetes.io/hostname and gangbench.dev/managed, which identify the node.
+	Labels map[string]string
+	// Taints are the node's taints, e.g. to keep non-gang pods off.
+	Taints []corev1.Taint
+	// Annotations are added; the kwok and TTL annotations always win, or kwok would not manage it.
+	Annotations map[string]string
+}
+
+// withDefaults fills zero fields.
+func (o NodeOptions) withDefaults() NodeOptions {
+	if o.CPU.IsZero() {
+		o.CPU = resource.MustParse("32")
+	}
+	if o.Memory.IsZero() {
+		o.Memory = resource.MustParse("256Gi")
+	}
+	if o.Pods.IsZero() {
+		o.Pods = resource.MustParse("110")
+	}
+	if o.InternalIP == "" {
+		o.InternalIP = DefaultInternalIP
+	}
+	return o
+}
+
+// SimulatedNode renders the Node object for a kwok-simulated node with inv's GPUs. It carries the
+// status a kubelet would post except the conditions: the apiserver keeps status given at create time,
+// kwok's node-initialize stage keeps existing capacity/allocatable and adds Ready and the pressure
+// conditions. Setting Ready here would make the node look healthy before kwok (and its lease
+// heartbeat) manages it, which is exactly what readiness checks must be able to detect.
+func SimulatedNode(name string, inv Inventory, opts NodeOptions) *corev1.Node {
+	opts = opts.withDefaults()
+
+	labels := map[string]string{
+		corev1.LabelOSStable:   "linux",
+		corev1.LabelArchStable: "amd64",
+		LabelType:              "kwok",
+	}
+	maps.Copy(labels, inv.Labels())
+	maps.Copy(labels, opts.Labels)
+	labels[corev1.LabelHostname] = name
+	labels[LabelManaged] = "true"
+
+	annotations := map[string]string{}
+	maps.Copy(annotations, opts.Annotations)
+	annotations[AnnotationKwokNode] = AnnotationKwokNodeValue
+	annotations[AnnotationNodeTTL] = "0"
+
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    opts.CPU.DeepCopy(),
+		corev1.ResourceMemory: opts.Memory.DeepCopy(),
+		corev1.ResourcePods:   opts.Pods.DeepCopy(),
+	}
+	maps.Copy(capacity, inv.Resources())
+	// Allocatable equals capacity: there is no kubelet reserving anything.
+	allocatable := capacity.DeepCopy()
+
+	var taints []corev1.Taint
+	if len(opts.Taints) > 0 {
+		taints = make([]corev1.Taint, len(opts.Taints))
+		for i := range opts.Taints {
+			opts.Taints[i].DeepCopyInto(&taints[i])
+		}
+	}
+
+	return &corev1.Node{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Labels:      labels,
+			Annotations: annotations,
+		},
+		Spec: corev1.NodeSpec{Taints: taints},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: allocatable,
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: opts.InternalIP},
+				{Type: corev1.NodeHostName, Address: name},
+			},
+			NodeInfo: corev1.NodeSystemInfo{
+				KubeletVersion:          "fake",
+				KubeProxyVersion:        "fake",
+				ContainerRuntimeVersion: "fake",
+				KernelVersion:           "fake",
+				OperatingSystem:         "linux",
+				Architecture:            "amd64",
+			},
+		},
+	}
+}
