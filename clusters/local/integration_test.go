@@ -124,11 +124,17 @@ func runExperiment1(t *testing.T, cs kubernetes.Interface, ns string, minCount i
 			t.Fatalf("create PodGroup %s: %v", team, err)
 		}
 	}
+	// Interleaved as in the lab (a-0, b-0, a-1, …). A basic pod is scheduled on its own, so each one
+	// is created only after the scheduler decided on the previous: otherwise a fast client hands the
+	// scheduler a whole team in one group cycle and the split depends on timing, not semantics.
 	for i := range 3 {
 		for _, team := range []string{"team-a", "team-b"} {
 			p := scenarios.Pod(ns, scenarios.Member{Name: fmt.Sprintf("%s-%d", team, i), Group: team, GPUs: 2, Labels: map[string]string{"team": team}})
 			if _, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 				t.Fatalf("create pod %s: %v", p.Name, err)
+			}
+			if minCount == 0 {
+				waitDecided(ctx, t, cs, ns, p.Name)
 			}
 		}
 	}
@@ -163,6 +169,54 @@ func runExperiment1(t *testing.T, cs kubernetes.Interface, ns string, minCount i
 		select {
 		case <-ctx.Done():
 			t.Fatalf("scheduler did not decide on all 6 pods within 2m; last seen: %s", last)
+		case <-tick.C:
+		}
+	}
+}
+
+func waitDecided(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, name string) {
+	t.Helper()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			if p.Spec.NodeName != "" {
+				return
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("scheduler did not decide on pod %s/%s (last error %v)", ns, name, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// deleteNamespace removes a namespace and waits until its pods are gone, so the GPUs are free again
+// (the lab's "confirm GPUs are back to 0 between runs").
+func deleteNamespace(t *testing.T, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err == nil && len(pods.Items) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("pods of namespace %s not gone within 1m (last error %v)", ns, err)
 		case <-tick.C:
 		}
 	}
@@ -216,6 +270,7 @@ func TestIntegrationExperiment1(t *testing.T) {
 				t.Errorf("basic %s: condition %s/%s %q, want True/Scheduled", team, c.Status, c.Reason, c.Message)
 			}
 		}
+		deleteNamespace(t, cs, "native-basic")
 	})
 	t.Run("gang", func(t *testing.T) {
 		o := runExperiment1(t, cs, "native-gang", 3)

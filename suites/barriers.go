@@ -1,0 +1,4 @@
+package suites
+
+// barrierFeatures is being written.
+func barrierFeatures() []Feature { return nil }

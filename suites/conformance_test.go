@@ -1,0 +1,112 @@
+package suites_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/suites"
+)
+
+// Flags of the suite binary. `gangbench e2e` passes them; a user can too:
+//
+//	go test ./suites/ -args -kubeconfig ~/.kube/config
+var (
+	kubeconfig     = flag.String("kubeconfig", "", "run against this cluster instead of creating a local one (needs a kwok controller for lane nodes)")
+	runDir         = flag.String("run-dir", "", "write monitor.json, cluster.json and failure artifacts here")
+	schedulerBin   = flag.String("scheduler-binary", "", "run this kube-scheduler as the scheduler under test (local cluster)")
+	kubeBinDir     = flag.String("kube-bin-dir", "", "prebuilt control-plane binaries (local cluster)")
+	k8sVersion     = flag.String("k8s-version", clusters.DefaultKubernetesVersion, "Kubernetes version (local cluster)")
+	schedulerGates = flag.String("scheduler-feature-gates", "", "feature gates for the scheduler only, e.g. GenericWorkload=false (local cluster)")
+	runtimeConfig  = flag.String("runtime-config", "", "kube-apiserver runtime-config overrides, e.g. scheduling.k8s.io/v1beta1=false (local cluster)")
+	keepCluster    = flag.Bool("keep-cluster", false, "leave the created cluster running")
+	scale          = flag.Float64("timeout-scale", 1, "multiply every timeout")
+	suiteList      = flag.String("suites", "", "comma-separated suites to run (default all): "+strings.Join(suites.SuiteNames(), ","))
+)
+
+// harness is set once by TestMain and read by the tests: the e2e-framework pattern.
+var harness *suites.Harness
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// The suites need a cluster; -short runs only the hermetic tests in this package.
+		os.Exit(m.Run())
+	}
+	os.Exit(runMain(m))
+}
+
+func parseKV(s string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(kv), "="); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func runMain(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	spec := clusters.Spec{KubernetesVersion: *k8sVersion, KubeBinDir: *kubeBinDir, SchedulerBinary: *schedulerBin, RuntimeConfig: parseKV(*runtimeConfig)}
+	if g := parseKV(*schedulerGates); len(g) > 0 {
+		gates := map[string]bool{}
+		for k, v := range g {
+			gates[k] = v == "true"
+		}
+		spec.ComponentFeatureGates = map[clusters.Component]map[string]bool{clusters.Scheduler: gates}
+	}
+	h, err := suites.Start(ctx, suites.Options{
+		Kubeconfig: *kubeconfig, Spec: spec, Binaries: k8sbin.Options{KubeBinDir: *kubeBinDir, SchedulerBinary: *schedulerBin},
+		RunDir: *runDir, KeepCluster: *keepCluster, Scale: *scale, Log: os.Stderr,
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gangbench suites: %v\n", err)
+		return 1
+	}
+	harness = h
+	code := m.Run()
+	violations, err := h.Finish()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gangbench suites: monitor: %v\n", err)
+		code = 1
+	}
+	for _, v := range violations {
+		fmt.Fprintf(os.Stderr, "STATUS MONOTONICITY VIOLATION: %s\n", v)
+		code = 1
+	}
+	if err := h.Close(context.Background()); err != nil {
+		fmt.Fprintf(os.Stderr, "gangbench suites: delete cluster: %v\n", err)
+		code = 1
+	}
+	return code
+}
+
+func run(t *testing.T, suite string) {
+	if harness == nil {
+		t.Skip("needs a cluster; skipped with -short")
+	}
+	if *suiteList != "" && !strings.Contains(","+*suiteList+",", ","+suite+",") {
+		t.Skipf("suite %s not selected", suite)
+	}
+	fs, err := suites.Select(suites.All(), []string{suite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	harness.Run(t, fs)
+}
+
+func TestExperiments(t *testing.T)   { run(t, "experiments") }
+func TestBarriers(t *testing.T)      { run(t, "barriers") }
+func TestMinCount(t *testing.T)      { run(t, "mincount") }
+func TestPreemption(t *testing.T)    { run(t, "preemption") }
+func TestStatus(t *testing.T)        { run(t, "status") }
+func TestValidation(t *testing.T)    { run(t, "validation") }
+func TestObservability(t *testing.T) { run(t, "observability") }

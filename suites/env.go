@@ -1,0 +1,105 @@
+// Package suites holds gangbench's conformance suites: e2e-framework features, one per behaviour,
+// whose assessments carry stable assertion IDs. The features are built here, in a normal package, so
+// the CLI can list them and generate docs; suites/conformance_test.go runs them as Go tests.
+package suites
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/suites/metrics"
+)
+
+// Env is the cluster under test as the suites see it.
+type Env struct {
+	Cluster *clusters.Cluster
+	Client  kubernetes.Interface
+	Config  *rest.Config
+	// SchedulerName is the profile pods use (the scheduler under test).
+	SchedulerName string
+	// Scale multiplies every timeout, for slow machines or remote clusters.
+	Scale float64
+	// OnFailure, when set, is called before a failed feature's lane is deleted, to save artifacts.
+	OnFailure func(ctx context.Context, l *Lane)
+}
+
+// clusterRESTConfig loads a user's kubeconfig, dropping the v1beta1 deprecation warning the gang API
+// attaches to every response.
+func clusterRESTConfig(path string) (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	cfg.WarningHandler = rest.NoWarnings{}
+	return cfg, nil
+}
+
+// NewEnv builds an Env from a cluster handle. The client gets a high rate limit: the suites create
+// objects in bursts and the default 5 QPS would make the harness, not the scheduler, the slow part.
+func NewEnv(cl *clusters.Cluster) (*Env, error) {
+	cfg := rest.CopyConfig(cl.RESTConfig)
+	cfg.QPS, cfg.Burst = 200, 400
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	name := cl.SchedulerName
+	if name == "" {
+		name = corev1.DefaultSchedulerName
+	}
+	return &Env{Cluster: cl, Client: cs, Config: cfg, SchedulerName: name, Scale: 1}, nil
+}
+
+// d scales a timeout.
+func (e *Env) d(base time.Duration) time.Duration {
+	if e == nil || e.Scale <= 0 {
+		return base
+	}
+	return time.Duration(float64(base) * e.Scale)
+}
+
+// SchedulerMetrics scrapes the scheduler's /metrics, or says why it cannot.
+func (e *Env) SchedulerMetrics(ctx context.Context) (*metrics.Snapshot, error) {
+	if e.Cluster == nil || e.Cluster.SchedulerMetrics.URL == "" {
+		return nil, fmt.Errorf("the scheduler's /metrics endpoint is not reachable from the harness")
+	}
+	return metrics.Scrape(ctx, e.Cluster.SchedulerMetrics)
+}
+
+// APIServerMetrics scrapes the apiserver's /metrics.
+func (e *Env) APIServerMetrics(ctx context.Context) (*metrics.Snapshot, error) {
+	if e.Cluster == nil || e.Cluster.APIServerMetrics.URL == "" {
+		return nil, fmt.Errorf("the apiserver's /metrics endpoint is not known")
+	}
+	return metrics.Scrape(ctx, e.Cluster.APIServerMetrics)
+}
+
+// Assertion is one checked statement about gang scheduling.
+type Assertion struct {
+	// ID is stable across releases ("BAR-03"); results and docs key on it.
+	ID string
+	// Suite is the suite it belongs to ("barriers").
+	Suite string
+	// Statement is one line: what a correct scheduler does.
+	Statement string
+	// Ref points into gang-semantics-v1.37.md (section and item).
+	Ref string
+}
+
+// Name is the assessment name: ID first, so `go test -run '/BAR-03'` selects it.
+func (a Assertion) Name() string { return a.ID + " " + a.Statement }
+
+// ParseName splits an assessment name (as go test prints it, with '_' for spaces) into ID and statement.
+func ParseName(s string) (id, statement string) {
+	s = strings.ReplaceAll(s, "_", " ")
+	id, statement, _ = strings.Cut(s, " ")
+	return id, statement
+}

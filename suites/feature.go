@@ -1,0 +1,99 @@
+package suites
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+	"sigs.k8s.io/e2e-framework/pkg/types"
+)
+
+// Feature is one scenario: a lane of its own, then assertions checked in order against it.
+type Feature struct {
+	Suite string
+	Name  string
+	Lane  LaneSpec
+	// Serial features run alone: they read cluster-wide metric deltas or restart components.
+	Serial bool
+	// NeedsControl features restart components; they skip when the provider cannot.
+	NeedsControl bool
+	Steps        []Step
+}
+
+// Step checks one assertion. Steps share the lane and run in order, so a later step may build on
+// the state an earlier one left.
+type Step struct {
+	A  Assertion
+	Fn func(ctx context.Context, t *testing.T, l *Lane)
+}
+
+// Build turns the feature into an e2e-framework feature bound to env.
+func (f Feature) Build(env *Env) types.Feature {
+	var lane *Lane
+	b := features.New(f.Name).WithLabel("suite", f.Suite)
+	if f.Serial {
+		b = b.WithLabel("serial", "true")
+	}
+	b = b.WithSetup("lane", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+		t.Helper()
+		if f.NeedsControl && (env.Cluster == nil || env.Cluster.Control == nil) {
+			t.Skipf("needs to restart components, which the %s provider cannot", providerName(env))
+		}
+		var err error
+		lane, err = env.NewLane(ctx, f.Suite, f.Lane)
+		if err != nil {
+			if lane != nil {
+				_ = lane.Delete(context.WithoutCancel(ctx))
+			}
+			t.Fatalf("set up lane for %q: %v", f.Name, err)
+		}
+		t.Logf("lane %s: %d node(s) × %d GPUs", lane.Name, len(lane.Nodes), lane.GPUs)
+		return ctx
+	})
+	for _, s := range f.Steps {
+		b = b.AssessWithDescription(s.A.Name(), s.A.Ref, func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			t.Helper()
+			if lane == nil {
+				t.Skip("lane was not set up")
+			}
+			s.Fn(ctx, t, lane)
+			return ctx
+		})
+	}
+	b = b.WithTeardown("delete lane", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+		if lane != nil {
+			if t.Failed() && env.OnFailure != nil {
+				env.OnFailure(ctx, lane)
+			}
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if err := lane.Delete(dctx); err != nil {
+				t.Logf("cleanup: %v", err)
+			}
+		}
+		return ctx
+	})
+	return b.Feature()
+}
+
+func providerName(env *Env) string {
+	if env == nil || env.Cluster == nil {
+		return "current"
+	}
+	return env.Cluster.Provider
+}
+
+// Catalogue lists every assertion of the given features in order.
+func Catalogue(fs []Feature) []Assertion {
+	var out []Assertion
+	for _, f := range fs {
+		for _, s := range f.Steps {
+			a := s.A
+			a.Suite = f.Suite
+			out = append(out, a)
+		}
+	}
+	return out
+}

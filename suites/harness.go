@@ -1,0 +1,278 @@
+package suites
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/e2e-framework/pkg/env"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/scenarios"
+	"github.com/gangbench/gangbench/suites/monitor"
+)
+
+// Options say which cluster the suites run against. With Kubeconfig empty the harness creates a
+// local cluster and deletes it at the end.
+type Options struct {
+	Kubeconfig string
+	Spec       clusters.Spec
+	Binaries   k8sbin.Options
+	// RunDir receives monitor.json, cluster.json and failure artifacts; empty means no files.
+	RunDir string
+	// KeepCluster leaves a created cluster running for inspection.
+	KeepCluster bool
+	Scale       float64
+	Log         io.Writer
+}
+
+// Harness is one conformance run: a cluster, an e2e-framework environment and the status monitor.
+type Harness struct {
+	Env     *Env
+	TestEnv types.Environment
+	opts    Options
+	mon     *monitor.Monitor
+	cancel  context.CancelFunc
+	cluster *clusters.Cluster
+	owned   bool
+}
+
+// Start creates or connects to the cluster, runs the preflight and starts the status monitor.
+func Start(ctx context.Context, opts Options) (*Harness, error) {
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	h := &Harness{opts: opts}
+	var cl *clusters.Cluster
+	var err error
+	if opts.Kubeconfig != "" {
+		cl, err = externalCluster(opts.Kubeconfig)
+	} else {
+		cl, err = h.createLocal(ctx)
+		h.owned = err == nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	h.cluster = cl
+	fail := func(err error) (*Harness, error) {
+		_ = h.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	fmt.Fprintf(opts.Log, "cluster %s (%s): scheduler %s\n", cl.Name, cl.Provider, cl.Versions[clusters.Scheduler])
+	e, err := NewEnv(cl)
+	if err != nil {
+		return fail(err)
+	}
+	if opts.Scale > 0 {
+		e.Scale = opts.Scale
+	}
+	h.Env = e
+	if opts.RunDir != "" {
+		e.OnFailure = func(ctx context.Context, l *Lane) {
+			dir := filepath.Join(opts.RunDir, "artifacts", l.Name)
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if err := h.Collect(cctx, l, dir); err != nil {
+				fmt.Fprintf(opts.Log, "collect artifacts of %s: %v\n", l.Name, err)
+			}
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := scenarios.Preflight(pctx, e.Client, scenarios.PreflightNamespace); err != nil {
+		return fail(fmt.Errorf("preflight: %w", err))
+	}
+	mctx, mcancel := context.WithCancel(context.WithoutCancel(ctx))
+	h.cancel = mcancel
+	h.mon = monitor.New(e.Client, monitor.Options{})
+	sctx, scancel := context.WithTimeout(mctx, 30*time.Second)
+	defer scancel()
+	if err := h.mon.Start(sctx); err != nil {
+		return fail(fmt.Errorf("start PodGroup status monitor: %w", err))
+	}
+	cfg := envconf.New().WithKubeconfigFile(cl.KubeconfigPath).WithParallelTestEnabled()
+	h.TestEnv = env.NewWithConfig(cfg)
+	if opts.RunDir != "" {
+		if err := os.MkdirAll(opts.RunDir, 0o755); err != nil {
+			return fail(err)
+		}
+		info := map[string]any{"name": cl.Name, "provider": cl.Provider, "versions": cl.Versions, "kubeconfig": cl.KubeconfigPath, "nodes": cl.Nodes}
+		b, _ := json.MarshalIndent(info, "", "  ")
+		if err := os.WriteFile(filepath.Join(opts.RunDir, "cluster.json"), b, 0o644); err != nil {
+			return fail(err)
+		}
+	}
+	return h, nil
+}
+
+func (h *Harness) createLocal(ctx context.Context) (*clusters.Cluster, error) {
+	p, err := local.New(local.WithBinaries(h.opts.Binaries))
+	if err != nil {
+		return nil, err
+	}
+	spec := h.opts.Spec
+	if spec.Name == "" {
+		// Unique per run so that two runs on one machine (or a user's own cluster) never collide.
+		spec.Name = fmt.Sprintf("e2e-%d", os.Getpid())
+	}
+	if spec.Nodes == 0 {
+		// Suites bring their own lane nodes; one shared node keeps the default pool non-empty.
+		spec.Nodes = 1
+	}
+	return p.Create(ctx, spec)
+}
+
+// externalCluster wraps a user's kubeconfig. Metrics endpoints are unknown there, so metric
+// assertions skip with that reason.
+func externalCluster(path string) (*clusters.Cluster, error) {
+	cfg, err := clusterRESTConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	return &clusters.Cluster{Name: filepath.Base(path), Provider: "existing", KubeconfigPath: path, RESTConfig: cfg, Versions: map[clusters.Component]string{}}, nil
+}
+
+// Run runs the features of the named suites: parallel-safe ones concurrently, then serial ones.
+func (h *Harness) Run(t *testing.T, fs []Feature) {
+	t.Helper()
+	var par, ser []types.Feature
+	for _, f := range fs {
+		if f.Serial {
+			ser = append(ser, f.Build(h.Env))
+		} else {
+			par = append(par, f.Build(h.Env))
+		}
+	}
+	if len(par) > 0 {
+		h.TestEnv.TestInParallel(t, par...)
+	}
+	if len(ser) > 0 {
+		h.TestEnv.Test(t, ser...)
+	}
+}
+
+// MonitorReport is written to monitor.json.
+type MonitorReport struct {
+	PodGroups   int                  `json:"podGroups"`
+	Transitions []monitor.Transition `json:"transitions"`
+	Violations  []string             `json:"violations"`
+}
+
+// Finish stops the monitor and reports monotonicity violations across the whole run.
+func (h *Harness) Finish() ([]string, error) {
+	if h.mon == nil {
+		return nil, nil
+	}
+	h.mon.Stop()
+	var out []string
+	for _, v := range h.mon.Violations() {
+		out = append(out, v.String())
+	}
+	if h.opts.RunDir != "" {
+		rep := MonitorReport{PodGroups: h.mon.Stats().PodGroups, Transitions: h.mon.Transitions(), Violations: out}
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return out, err
+		}
+		if err := os.WriteFile(filepath.Join(h.opts.RunDir, "monitor.json"), b, 0o644); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// Close deletes the cluster if the harness created it (unless asked to keep it).
+func (h *Harness) Close(ctx context.Context) error {
+	if h.cancel != nil {
+		h.cancel()
+	}
+	if h.cluster == nil || !h.owned {
+		return nil
+	}
+	if h.opts.KeepCluster {
+		fmt.Fprintf(h.opts.Log, "keeping cluster %s: export KUBECONFIG=%s; delete with `gangbench cluster delete %s`\n", h.cluster.Name, h.cluster.KubeconfigPath, h.cluster.Name)
+		return nil
+	}
+	return h.cluster.Close(ctx)
+}
+
+// Collect writes what a reader needs to understand a failed feature: the lane's PodGroups, pods and
+// events as YAML, and the tails of the scheduler's and apiserver's logs.
+func (h *Harness) Collect(ctx context.Context, lane *Lane, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var errs []error
+	dump := func(name string, obj any, err error) {
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		errs = append(errs, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+	}
+	pgs, err := lane.Client.SchedulingV1beta1().PodGroups(lane.Name).List(ctx, metav1.ListOptions{})
+	dump("podgroups.yaml", pgs, err)
+	pods, err := lane.Client.CoreV1().Pods(lane.Name).List(ctx, metav1.ListOptions{})
+	dump("pods.yaml", pods, err)
+	evs, err := lane.Client.CoreV1().Events(lane.Name).List(ctx, metav1.ListOptions{})
+	dump("events.yaml", evs, err)
+	if h.cluster != nil && h.cluster.LogDir != "" {
+		for _, c := range []clusters.Component{clusters.Scheduler, clusters.APIServer} {
+			b, err := os.ReadFile(filepath.Join(h.cluster.LogDir, string(c)+".log"))
+			if err != nil {
+				continue
+			}
+			lines := strings.Split(string(b), "\n")
+			if len(lines) > 2000 {
+				lines = lines[len(lines)-2000:]
+			}
+			errs = append(errs, os.WriteFile(filepath.Join(dir, string(c)+".log"), []byte(strings.Join(lines, "\n")), 0o644))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SuiteNames lists the suites in run order.
+func SuiteNames() []string {
+	return []string{"experiments", "barriers", "mincount", "preemption", "status", "validation", "observability"}
+}
+
+// Select returns the features of the named suites (all when names is empty); unknown names are an
+// error listing the accepted ones.
+func Select(all []Feature, names []string) ([]Feature, error) {
+	if len(names) == 0 {
+		return all, nil
+	}
+	for _, n := range names {
+		if !slices.Contains(SuiteNames(), n) {
+			return nil, fmt.Errorf("unknown suite %q (accepted: %s)", n, strings.Join(SuiteNames(), ", "))
+		}
+	}
+	var out []Feature
+	for _, f := range all {
+		if slices.Contains(names, f.Suite) {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}

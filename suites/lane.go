@@ -1,0 +1,178 @@
+package suites
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gangbench/gangbench/clusters/kwok"
+	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/scenarios"
+)
+
+// LaneLabel and the taint of the same key give each test nodes no other test can use. Tests then run
+// in parallel without one test's pods filling another's GPUs, and an assertion about "8 GPUs" means 8.
+const LaneLabel = "gangbench.dev/lane"
+
+// Lane is a namespace plus simulated nodes that only its pods tolerate.
+type Lane struct {
+	env       *Env
+	Name      string // also the namespace
+	Nodes     []string
+	GPUs      int // per node
+	Client    kubernetes.Interface
+	createdAt time.Time
+}
+
+// LaneSpec is the capacity a feature needs.
+type LaneSpec struct {
+	Nodes       int
+	GPUsPerNode int
+}
+
+// NewLane creates the namespace and nodes and waits until the nodes are Ready with their GPUs.
+func (e *Env) NewLane(ctx context.Context, prefix string, spec LaneSpec) (*Lane, error) {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	name := fmt.Sprintf("gb-%s-%s", prefix, hex.EncodeToString(b))
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	l := &Lane{env: e, Name: name, GPUs: spec.GPUsPerNode, Client: e.Client, createdAt: time.Now()}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{scenarios.ManagedLabel: "true", LaneLabel: name}}}
+	if _, err := e.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("lane %s: create namespace: %w", name, err)
+	}
+	l.Nodes = kwok.NodeNames(name, spec.Nodes)
+	opts := fakegpu.NodeOptions{
+		Labels: map[string]string{LaneLabel: name},
+		Taints: []corev1.Taint{{Key: LaneLabel, Value: name, Effect: corev1.TaintEffectNoSchedule}},
+	}
+	inv := fakegpu.Inventory{Count: spec.GPUsPerNode}.WithDefaults()
+	if err := kwok.CreateNodes(ctx, e.Client, l.Nodes, inv, opts, 8); err != nil {
+		return l, fmt.Errorf("lane %s: create nodes: %w", name, err)
+	}
+	if err := kwok.WaitNodesReady(ctx, e.Client, LaneLabel+"="+name, spec.Nodes, e.d(60*time.Second)); err != nil {
+		return l, fmt.Errorf("lane %s: %w (lanes need a kwok controller managing nodes annotated kwok.x-k8s.io/node=fake)", name, err)
+	}
+	return l, nil
+}
+
+// Delete removes the lane's namespace and nodes. It does not wait for the namespace to be gone:
+// pods on simulated nodes are deleted at once, and PodGroups follow when the controller-manager has
+// removed their protection finalizer.
+func (l *Lane) Delete(ctx context.Context) error {
+	var errs []string
+	if err := l.Client.CoreV1().Namespaces().Delete(ctx, l.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, err.Error())
+	}
+	for _, n := range l.Nodes {
+		if err := l.Client.CoreV1().Nodes().Delete(ctx, n, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("lane %s cleanup: %s", l.Name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Pod builds a member pinned to this lane's nodes.
+func (l *Lane) Pod(m scenarios.Member) *corev1.Pod {
+	if m.SchedulerName == "" {
+		m.SchedulerName = l.env.SchedulerName
+	}
+	p := scenarios.Pod(l.Name, m)
+	p.Spec.NodeSelector = map[string]string{LaneLabel: l.Name}
+	p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: LaneLabel, Operator: corev1.TolerationOpEqual, Value: l.Name, Effect: corev1.TaintEffectNoSchedule})
+	return p
+}
+
+// CreatePodGroup creates a PodGroup in the lane, failing the test on error.
+func (l *Lane) CreatePodGroup(ctx context.Context, t testing.TB, g scenarios.Group) *schedv1beta1.PodGroup {
+	t.Helper()
+	pg, err := l.Client.SchedulingV1beta1().PodGroups(l.Name).Create(ctx, scenarios.PodGroup(l.Name, g), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create PodGroup %s/%s: %v", l.Name, g.Name, err)
+	}
+	return pg
+}
+
+// CreatePods creates members in order, failing the test on error.
+func (l *Lane) CreatePods(ctx context.Context, t testing.TB, members ...scenarios.Member) {
+	t.Helper()
+	for _, m := range members {
+		if _, err := l.Client.CoreV1().Pods(l.Name).Create(ctx, l.Pod(m), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create pod %s/%s: %v", l.Name, m.Name, err)
+		}
+	}
+}
+
+// Members returns n members of a group named <group>-0 … with gpus each.
+func Members(group string, n int, gpus int64) []scenarios.Member {
+	out := make([]scenarios.Member, n)
+	for i := range out {
+		out[i] = scenarios.Member{Name: fmt.Sprintf("%s-%d", group, i), Group: group, GPUs: gpus, Labels: map[string]string{"group": group}}
+	}
+	return out
+}
+
+// Pods lists the lane's pods.
+func (l *Lane) Pods(ctx context.Context) ([]corev1.Pod, error) {
+	list, err := l.Client.CoreV1().Pods(l.Name).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// PodGroup gets a PodGroup of the lane.
+func (l *Lane) PodGroup(ctx context.Context, name string) (*schedv1beta1.PodGroup, error) {
+	return l.Client.SchedulingV1beta1().PodGroups(l.Name).Get(ctx, name, metav1.GetOptions{})
+}
+
+// Events lists the lane's events about one object (all objects when name is empty).
+func (l *Lane) Events(ctx context.Context, name string) ([]corev1.Event, error) {
+	opts := metav1.ListOptions{}
+	if name != "" {
+		opts.FieldSelector = fields.OneTermEqualSelector("involvedObject.name", name).String()
+	}
+	list, err := l.Client.CoreV1().Events(l.Name).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// Canary creates a tiny standalone pod on the lane and waits for it to bind. A negative check ("these
+// pods stay Pending") passes only if the canary binds afterwards: that proves the scheduler was alive
+// and serving this lane during the window, so an idle or crashed scheduler cannot pass.
+func (l *Lane) Canary(ctx context.Context, t testing.TB) {
+	t.Helper()
+	name := fmt.Sprintf("canary-%d", time.Now().UnixNano()%1e9)
+	p := l.Pod(scenarios.Member{Name: name})
+	p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1m")}
+	if _, err := l.Client.CoreV1().Pods(l.Name).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create canary: %v", err)
+	}
+	Eventually(ctx, t, l.env.d(30*time.Second), "canary pod "+name+" bound (the scheduler is alive)", func(ctx context.Context) (bool, string, error) {
+		got, err := l.Client.CoreV1().Pods(l.Name).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return got.Spec.NodeName != "", "nodeName=" + got.Spec.NodeName, nil
+	})
+	_ = l.Client.CoreV1().Pods(l.Name).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+}

@@ -1,0 +1,4 @@
+package suites
+
+// minCountFeatures is being written.
+func minCountFeatures() []Feature { return nil }

@@ -1,0 +1,4 @@
+package suites
+
+// observabilityFeatures is being written.
+func observabilityFeatures() []Feature { return nil }

@@ -1,0 +1,4 @@
+package suites
+
+// preemptionFeatures is being written.
+func preemptionFeatures() []Feature { return nil }

@@ -1,0 +1,4 @@
+package suites
+
+// validationFeatures is being written.
+func validationFeatures() []Feature { return nil }

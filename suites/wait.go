@@ -1,0 +1,288 @@
+package suites
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gangbench/gangbench/scenarios"
+)
+
+// ConditionType is the only PodGroup condition the v1.37 scheduler writes.
+const ConditionType = "PodGroupInitiallyScheduled"
+
+// pollInterval is how often conditions are re-read. The API is cheap on loopback and a fast poll
+// keeps bind-time measurements honest.
+const pollInterval = 100 * time.Millisecond
+
+// Eventually polls cond until it returns true or timeout passes, then fails the test with what it
+// waited for and the last state cond described.
+func Eventually(ctx context.Context, t testing.TB, timeout time.Duration, what string, cond func(context.Context) (bool, string, error)) {
+	t.Helper()
+	if err := Poll(ctx, timeout, what, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Poll is Eventually returning an error instead of failing a test.
+func Poll(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, string, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	var last string
+	var lastErr error
+	for {
+		ok, state, err := cond(ctx)
+		if ok && err == nil {
+			return nil
+		}
+		last, lastErr = state, err
+		select {
+		case <-ctx.Done():
+			msg := fmt.Sprintf("timed out after %s waiting for %s; last seen: %s", timeout, what, last)
+			if lastErr != nil {
+				msg += fmt.Sprintf(" (last error: %v)", lastErr)
+			}
+			return fmt.Errorf("%s", msg)
+		case <-tick.C:
+		}
+	}
+}
+
+// Consistently checks cond for the whole window and fails the test the first time it is false. It
+// is for negative assertions; callers must also prove the scheduler looked (Canary, metrics, events).
+func Consistently(ctx context.Context, t testing.TB, window time.Duration, what string, cond func(context.Context) (bool, string, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, window+10*time.Second)
+	defer cancel()
+	start := time.Now()
+	end := start.Add(window)
+	tick := time.NewTicker(pollInterval * 2)
+	defer tick.Stop()
+	for {
+		ok, state, err := cond(ctx)
+		if err == nil && !ok {
+			t.Fatalf("expected %s throughout %s, but after %s: %s", what, window, time.Since(start).Round(time.Millisecond), state)
+		}
+		if time.Now().After(end) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("context ended while checking %s: %v", what, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// PodState classifies a pod for gang assertions.
+type PodState string
+
+const (
+	Bound         PodState = "bound"
+	Unschedulable PodState = "unschedulable" // PodScheduled=False: the scheduler looked and said no
+	Untouched     PodState = "untouched"     // no PodScheduled condition: the scheduler has not decided
+)
+
+// StateOf classifies one pod.
+func StateOf(p *corev1.Pod) PodState {
+	if p.Spec.NodeName != "" {
+		return Bound
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return Unschedulable
+		}
+	}
+	return Untouched
+}
+
+// Outcome counts pods per group and state.
+type Outcome struct {
+	ByGroup map[string]map[PodState]int
+	GPUs    int64 // GPUs held by bound pods
+	Pods    map[string]PodState
+}
+
+// Bound returns how many pods of group are bound.
+func (o Outcome) Bound(group string) int { return o.ByGroup[group][Bound] }
+
+// Count returns the pods of group in state s.
+func (o Outcome) Count(group string, s PodState) int { return o.ByGroup[group][s] }
+
+func (o Outcome) String() string {
+	groups := make([]string, 0, len(o.ByGroup))
+	for g := range o.ByGroup {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	var b strings.Builder
+	for _, g := range groups {
+		fmt.Fprintf(&b, "%s: %d bound, %d unschedulable, %d untouched; ", g, o.ByGroup[g][Bound], o.ByGroup[g][Unschedulable], o.ByGroup[g][Untouched])
+	}
+	fmt.Fprintf(&b, "GPUs allocated %d", o.GPUs)
+	return b.String()
+}
+
+// Observe summarises the lane's pods (canaries excluded).
+func (l *Lane) Observe(ctx context.Context) (Outcome, error) {
+	pods, err := l.Pods(ctx)
+	if err != nil {
+		return Outcome{}, err
+	}
+	o := Outcome{ByGroup: map[string]map[PodState]int{}, Pods: map[string]PodState{}}
+	for i := range pods {
+		p := &pods[i]
+		if strings.HasPrefix(p.Name, "canary-") {
+			continue
+		}
+		g := "-"
+		if p.Spec.SchedulingGroup != nil && p.Spec.SchedulingGroup.PodGroupName != nil {
+			g = *p.Spec.SchedulingGroup.PodGroupName
+		}
+		if o.ByGroup[g] == nil {
+			o.ByGroup[g] = map[PodState]int{}
+		}
+		s := StateOf(p)
+		o.ByGroup[g][s]++
+		o.Pods[p.Name] = s
+		if s == Bound {
+			for _, c := range p.Spec.Containers {
+				o.GPUs += c.Resources.Limits.Name(scenarios.GPUResource, "").Value()
+			}
+		}
+	}
+	return o, nil
+}
+
+// WaitDecided waits until each of the named pods is bound or marked unschedulable, i.e. the
+// scheduler has made a decision about every one, and returns the outcome.
+func (l *Lane) WaitDecided(ctx context.Context, t testing.TB, timeout time.Duration, names ...string) Outcome {
+	t.Helper()
+	var out Outcome
+	Eventually(ctx, t, timeout, fmt.Sprintf("the scheduler to decide on pods %v", names), func(ctx context.Context) (bool, string, error) {
+		o, err := l.Observe(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		out = o
+		for _, n := range names {
+			if s, ok := o.Pods[n]; !ok || s == Untouched {
+				return false, o.String(), nil
+			}
+		}
+		return true, o.String(), nil
+	})
+	return out
+}
+
+// WaitBound waits until all named pods are bound and returns their bind spread: the time between the
+// first and last member's PodScheduled=True transition, as the apiserver recorded it.
+func (l *Lane) WaitBound(ctx context.Context, t testing.TB, timeout time.Duration, names ...string) time.Duration {
+	t.Helper()
+	var spread time.Duration
+	Eventually(ctx, t, timeout, fmt.Sprintf("pods %v bound", names), func(ctx context.Context) (bool, string, error) {
+		pods, err := l.Pods(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		var times []time.Time
+		var missing []string
+		for _, n := range names {
+			i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Name == n })
+			if i < 0 || pods[i].Spec.NodeName == "" {
+				missing = append(missing, n)
+				continue
+			}
+			for _, c := range pods[i].Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+					times = append(times, c.LastTransitionTime.Time)
+				}
+			}
+		}
+		if len(missing) > 0 {
+			return false, fmt.Sprintf("not bound: %v", missing), nil
+		}
+		if len(times) > 0 {
+			slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+			spread = times[len(times)-1].Sub(times[0])
+		}
+		return true, "", nil
+	})
+	return spread
+}
+
+// GroupCondition returns the PodGroupInitiallyScheduled condition, or nil.
+func GroupCondition(pg *schedv1beta1.PodGroup) *metav1.Condition {
+	for i := range pg.Status.Conditions {
+		if pg.Status.Conditions[i].Type == ConditionType {
+			return &pg.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func describeCondition(c *metav1.Condition) string {
+	if c == nil {
+		return "no " + ConditionType + " condition"
+	}
+	return fmt.Sprintf("%s/%s %q (observedGeneration %d, at %s)", c.Status, c.Reason, c.Message, c.ObservedGeneration, c.LastTransitionTime.Format(time.RFC3339))
+}
+
+// WaitCondition waits until the group's condition has status and reason, and returns it.
+func (l *Lane) WaitCondition(ctx context.Context, t testing.TB, timeout time.Duration, group string, status metav1.ConditionStatus, reason string) *metav1.Condition {
+	t.Helper()
+	var got *metav1.Condition
+	Eventually(ctx, t, timeout, fmt.Sprintf("PodGroup %s %s=%s/%s", group, ConditionType, status, reason), func(ctx context.Context) (bool, string, error) {
+		pg, err := l.PodGroup(ctx, group)
+		if err != nil {
+			return false, "", err
+		}
+		got = GroupCondition(pg)
+		return got != nil && got.Status == status && got.Reason == reason, describeCondition(got), nil
+	})
+	return got
+}
+
+// WaitEvent waits for an event about object with reason and a message containing every substring.
+func (l *Lane) WaitEvent(ctx context.Context, t testing.TB, timeout time.Duration, object, reason string, substrings ...string) corev1.Event {
+	t.Helper()
+	var found corev1.Event
+	Eventually(ctx, t, timeout, fmt.Sprintf("a %s event on %s containing %q", reason, object, substrings), func(ctx context.Context) (bool, string, error) {
+		evs, err := l.Events(ctx, object)
+		if err != nil {
+			return false, "", err
+		}
+		var seen []string
+		for _, e := range evs {
+			if e.Reason != reason {
+				continue
+			}
+			seen = append(seen, e.Message)
+			if containsAll(e.Message, substrings) {
+				found = e
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("%d %s events: %q", len(seen), reason, seen), nil
+	})
+	return found
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
