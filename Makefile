@@ -17,6 +17,10 @@ TEST_TIMEOUT ?= 80m
 cluster: build ## Create a local cluster (NODES, GPUS, NAME) and leave it running
 	$(BIN) cluster create --name $(NAME) --nodes $(NODES) --gpus-per-node $(GPUS) --k8s-version $(K8S_VERSION)
 
+.PHONY: e2e
+e2e: build k8s-build ## Run the conformance suites on a fresh local cluster (SUITES=barriers,preemption; E2E_FLAGS=...)
+	$(BIN) e2e --k8s-version $(K8S_VERSION) $(if $(SUITES),--suites $(SUITES)) $(E2E_FLAGS)
+
 .PHONY: cluster-delete
 cluster-delete: build ## Delete the cluster NAME
 	$(BIN) cluster delete --name $(NAME)
@@ -47,6 +51,10 @@ test-short: ## Fast hermetic tests only (no cluster)
 .PHONY: bench-cluster
 bench-cluster: k8s-build ## Benchmark cluster create → nodes Ready → delete with 4 and 500 nodes
 	$(GO) test -run '^$$' -bench BenchmarkCreate -benchtime 3x -timeout 30m ./clusters/local/
+
+.PHONY: docs
+docs: ## Regenerate docs/assertions.md from the suites' code
+	$(GO) run ./cmd/gangbench e2e list --markdown > docs/assertions.md
 
 .PHONY: clean
 clean: ## Remove build outputs and run results (not the binary cache)

@@ -1,4 +1,417 @@
 package suites
 
-// barrierFeatures is being written.
-func barrierFeatures() []Feature { return nil }
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gangbench/gangbench/scenarios"
+)
+
+// The barriers suite: when a gang-aware scheduler must NOT start placing a group (PodGroup missing,
+// quorum not reached, a member gated, a member owned by another scheduler), and that it places the
+// group as one unit once the barrier is gone. Every "stays Pending" window is followed by proof that
+// the scheduler was alive and had the pods in the expected queue (a canary and, where the metrics
+// endpoint is reachable, scheduler_pending_pods), so a crashed or idle scheduler cannot pass.
+
+const bmSemRef = "gang-semantics §11."
+
+// bmHoldWindow is the negative observation window of the barrier checks (the upstream e2e uses 10s).
+const bmHoldWindow = 10 * time.Second
+
+// bmMaxBindSpread bounds the time between the first and the last bind of one gang. The scheduler
+// binds the members of one cycle back to back; the bound is generous for a loaded 2-core machine.
+const bmMaxBindSpread = 5 * time.Second
+
+// bmForeignScheduler is a schedulerName no profile of the scheduler under test serves.
+const bmForeignScheduler = "gangbench-unknown-scheduler"
+
+func barrierFeatures() []Feature {
+	one := LaneSpec{Nodes: 1, GPUsPerNode: 8}
+	var winner, loser string
+	return []Feature{
+		{
+			Suite: "barriers", Name: "barriers: gang API served and schedulingGroup kept", Lane: LaneSpec{Nodes: 1, GPUsPerNode: 1},
+			Steps: []Step{
+				{A: Assertion{ID: "BAR-01", Statement: "the apiserver serves scheduling.k8s.io/v1beta1 workloads, podgroups and podgroups/status", Ref: bmSemRef + "A.1; §1.3"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						res, err := l.Client.Discovery().ServerResourcesForGroupVersion(scenarios.GangAPI)
+						if err != nil {
+							t.Fatalf("discover %s: %v", scenarios.GangAPI, err)
+						}
+						var served []string
+						for _, r := range res.APIResources {
+							served = append(served, r.Name)
+						}
+						for _, want := range []string{"workloads", "podgroups", "podgroups/status"} {
+							if !slices.Contains(served, want) {
+								t.Errorf("%s lacks %q; serves %v", scenarios.GangAPI, want, served)
+							}
+						}
+					}},
+				{A: Assertion{ID: "BAR-02", Statement: "a pod created with spec.schedulingGroup.podGroupName keeps it on read-back", Ref: bmSemRef + "A.2; §2.6"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						// The PodGroup is never created, so the pod waits in the incomplete queue and
+						// never takes the lane's GPU.
+						l.CreatePods(ctx, t, scenarios.Member{Name: "readback-0", Group: "readback", GPUs: 1})
+						got, err := l.Client.CoreV1().Pods(l.Name).Get(ctx, "readback-0", metav1.GetOptions{})
+						if err != nil {
+							t.Fatalf("read back pod: %v", err)
+						}
+						sg := got.Spec.SchedulingGroup
+						if sg == nil || sg.PodGroupName == nil || *sg.PodGroupName != "readback" {
+							t.Errorf("spec.schedulingGroup = %s on read-back, want podGroupName \"readback\" (the apiserver's GenericWorkload gate drops it silently)", bmDescribeSchedulingGroup(sg))
+						}
+						bmDeletePod(ctx, t, l, "readback-0")
+					}},
+			},
+		},
+		{
+			Suite: "barriers", Name: "barriers: pods wait for their missing PodGroup", Lane: one,
+			Steps: []Step{
+				{A: Assertion{ID: "BAR-03", Statement: "members of a PodGroup that does not exist stay Pending for 10s with no PodScheduled condition and no events", Ref: bmSemRef + "A.3; §3.2; §3.6"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						ms := Members("late", 3, 2)
+						l.CreatePods(ctx, t, ms...)
+						bmHoldFor(ctx, t, l, l.env.d(bmHoldWindow), bmHold{Untouched: names(ms), NoEvents: true})
+						bmProveLooking(ctx, t, l, "incomplete", len(ms))
+					}},
+				{A: Assertion{ID: "BAR-04", Statement: "creating the missing gang PodGroup (minCount 3) binds all 3 waiting members", Ref: bmSemRef + "A.3"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "late", MinCount: 3})
+						l.WaitBound(ctx, t, l.env.d(30*time.Second), names(Members("late", 3, 2))...)
+						l.WaitCondition(ctx, t, l.env.d(30*time.Second), "late", metav1.ConditionTrue, "Scheduled")
+					}},
+			},
+		},
+		{
+			Suite: "barriers", Name: "barriers: quorum", Lane: one,
+			Steps: []Step{
+				{A: Assertion{ID: "BAR-05", Statement: "2 members of a gang with minCount 3 stay Pending for 10s: no PodScheduled condition, no FailedScheduling, no PodGroup condition", Ref: bmSemRef + "A.4; §3.3; §3.6"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "quorum", MinCount: 3})
+						ms := Members("quorum", 3, 2)
+						l.CreatePods(ctx, t, ms[:2]...)
+						bmHoldFor(ctx, t, l, l.env.d(bmHoldWindow), bmHold{Untouched: names(ms[:2]), Group: "quorum"})
+						bmProveLooking(ctx, t, l, "gated", 2)
+					}},
+				{A: Assertion{ID: "BAR-06", Statement: "the member that completes the quorum makes all 3 bind within 15s", Ref: bmSemRef + "A.4"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						ms := Members("quorum", 3, 2)
+						start := time.Now()
+						l.CreatePods(ctx, t, ms[2])
+						l.WaitBound(ctx, t, l.env.d(15*time.Second), names(ms)...)
+						t.Logf("all 3 bound %s after the third member was created", time.Since(start).Round(time.Millisecond))
+					}},
+				{A: Assertion{ID: "BAR-07", Statement: "all members of a gang bind within 5s of each other", Ref: bmSemRef + "A.4; §3.4; §3.5"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						spread := l.WaitBound(ctx, t, l.env.d(15*time.Second), names(Members("quorum", 3, 2))...)
+						t.Logf("measurement bindSpreadSeconds=%.3f", spread.Seconds())
+						if spread > l.env.d(bmMaxBindSpread) {
+							t.Errorf("the gang's members bound %s apart, want at most %s", spread, l.env.d(bmMaxBindSpread))
+						}
+					}},
+			},
+		},
+		{
+			Suite: "barriers", Name: "barriers: quorum counts bound members", Lane: one,
+			Steps: []Step{
+				{A: Assertion{ID: "BAR-08", Statement: "a gang with minCount 2 and 2 members binds both and becomes True/Scheduled", Ref: bmSemRef + "A.5; §4"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "grow", MinCount: 2})
+						ms := Members("grow", 2, 2)
+						l.CreatePods(ctx, t, ms...)
+						l.WaitBound(ctx, t, l.env.d(30*time.Second), names(ms)...)
+						l.WaitCondition(ctx, t, l.env.d(30*time.Second), "grow", metav1.ConditionTrue, "Scheduled")
+					}},
+				{A: Assertion{ID: "BAR-09", Statement: "once the gang is Scheduled, an extra member that fits binds alone: bound members count toward the quorum", Ref: bmSemRef + "A.5; §3.3"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						extra := scenarios.Member{Name: "grow-2", Group: "grow", GPUs: 2, Labels: map[string]string{"group": "grow"}}
+						l.CreatePods(ctx, t, extra)
+						l.WaitBound(ctx, t, l.env.d(30*time.Second), extra.Name)
+					}},
+			},
+		},
+		bmGateFeature("gang", 3, "BAR-10", "BAR-11"),
+		bmGateFeature("basic", 0, "BAR-12", "BAR-13"),
+		{
+			Suite: "barriers", Name: "barriers: members of other schedulers are ignored", Lane: one,
+			Steps: []Step{
+				{A: Assertion{ID: "BAR-14", Statement: "a member with an unknown schedulerName does not count: a gang (minCount 3) that needs it stays Pending for 10s with no FailedScheduling", Ref: bmSemRef + "A.7; §3.2; §3.6"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "mixed", MinCount: 3})
+						ms := Members("mixed", 2, 1)
+						foreign := scenarios.Member{Name: "mixed-foreign", Group: "mixed", GPUs: 1, SchedulerName: bmForeignScheduler}
+						l.CreatePods(ctx, t, append(ms, foreign)...)
+						bmHoldFor(ctx, t, l, l.env.d(bmHoldWindow), bmHold{Untouched: append(names(ms), foreign.Name), Group: "mixed"})
+						bmProveLooking(ctx, t, l, "gated", len(ms))
+					}},
+				{A: Assertion{ID: "BAR-15", Statement: "a third default-scheduler member completes the quorum: the 3 bind and the foreign member stays unbound", Ref: bmSemRef + "A.7; §3.2"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						third := scenarios.Member{Name: "mixed-2", Group: "mixed", GPUs: 1, Labels: map[string]string{"group": "mixed"}}
+						l.CreatePods(ctx, t, third)
+						l.WaitBound(ctx, t, l.env.d(30*time.Second), "mixed-0", "mixed-1", third.Name)
+						p, err := l.Client.CoreV1().Pods(l.Name).Get(ctx, "mixed-foreign", metav1.GetOptions{})
+						if err != nil {
+							t.Fatalf("get foreign member: %v", err)
+						}
+						if p.Spec.NodeName != "" || bmHasPodScheduled(p) {
+							t.Errorf("the member of scheduler %q was touched: nodeName %q, conditions %v", bmForeignScheduler, p.Spec.NodeName, p.Status.Conditions)
+						}
+					}},
+			},
+		},
+		{
+			// 6 GPUs hold exactly one gang of 3 × 2 GPUs.
+			Suite: "barriers", Name: "barriers: two gangs on room for one", Lane: LaneSpec{Nodes: 1, GPUsPerNode: 6},
+			Steps: []Step{
+				{A: Assertion{ID: "BAR-16", Statement: "two equal-priority gangs of 3 on room for 3: within 60s one gang is fully bound and the other fully unbound", Ref: bmSemRef + "B.13; §3.6"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						o := experiment1(ctx, t, l, 3) // interleaved a-0, b-0, a-1, …: the order that splits a naive scheduler
+						winner, loser = "team-a", "team-b"
+						if o.Bound("team-b") > o.Bound("team-a") {
+							winner, loser = loser, winner
+						}
+						t.Logf("%s", o)
+						if o.Bound(winner) != 3 || o.Bound(loser) != 0 {
+							t.Fatalf("want one team 3/3 bound and the other 0/3; got %s", o)
+						}
+					}},
+				{A: Assertion{ID: "BAR-17", Statement: "the all-or-nothing split holds while the losing gang is retried (never 2+1)", Ref: bmSemRef + "B.13"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						if winner == "" {
+							t.Fatal("BAR-16 did not decide a winner")
+						}
+						Consistently(ctx, t, l.env.d(5*time.Second), "the split "+winner+" 3/3, "+loser+" 0/3", func(ctx context.Context) (bool, string, error) {
+							o, err := l.Observe(ctx)
+							if err != nil {
+								return false, "", err
+							}
+							return o.Bound(winner) == 3 && o.Bound(loser) == 0, o.String(), nil
+						})
+						// The losing gang was looked at and rejected, not forgotten.
+						for _, m := range interleaved([]string{loser}, 3, 2) {
+							l.WaitEvent(ctx, t, l.env.d(30*time.Second), m.Name, "FailedScheduling")
+						}
+					}},
+			},
+		},
+	}
+}
+
+// bmGateFeature checks that one member with spec.schedulingGates blocks its whole group (gang when
+// minCount > 0, else basic) and that removing the gate releases all of it.
+func bmGateFeature(kind string, minCount int32, holdID, releaseID string) Feature {
+	group := "gated-" + kind
+	ms := Members(group, 3, 2)
+	ms[2].Gated = true
+	label := "a gang (minCount 3)"
+	if minCount == 0 {
+		label = "a basic group"
+	}
+	return Feature{
+		Suite: "barriers", Name: "barriers: a gated member blocks " + label, Lane: LaneSpec{Nodes: 1, GPUsPerNode: 8},
+		Steps: []Step{
+			{A: Assertion{ID: holdID, Statement: "one member with spec.schedulingGates blocks all of " + label + " for 10s; the others have no PodScheduled condition", Ref: bmSemRef + "A.6; §3.2"},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					l.CreatePodGroup(ctx, t, scenarios.Group{Name: group, MinCount: minCount})
+					l.CreatePods(ctx, t, ms...)
+					bmHoldFor(ctx, t, l, l.env.d(bmHoldWindow), bmHold{Untouched: names(ms[:2]), Unbound: []string{ms[2].Name}, Group: group})
+					bmProveLooking(ctx, t, l, "gated", len(ms))
+				}},
+			{A: Assertion{ID: releaseID, Statement: "removing the scheduling gate binds every member of " + label, Ref: bmSemRef + "A.6"},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					patch := []byte(`[{"op":"replace","path":"/spec/schedulingGates","value":[]}]`)
+					if _, err := l.Client.CoreV1().Pods(l.Name).Patch(ctx, ms[2].Name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+						t.Fatalf("remove the scheduling gate of %s: %v", ms[2].Name, err)
+					}
+					l.WaitBound(ctx, t, l.env.d(30*time.Second), names(ms)...)
+					l.WaitCondition(ctx, t, l.env.d(30*time.Second), group, metav1.ConditionTrue, "Scheduled")
+				}},
+		},
+	}
+}
+
+// bmHold is what must stay true during a negative window.
+type bmHold struct {
+	// Untouched pods stay unbound with no PodScheduled condition and no FailedScheduling event.
+	Untouched []string
+	// Unbound pods only stay unbound (they may carry PodScheduled=False/SchedulingGated).
+	Unbound []string
+	// NoEvents makes any event about an Untouched pod a failure, not only FailedScheduling.
+	NoEvents bool
+	// Group, when set, is a PodGroup that must keep an empty status.conditions.
+	Group string
+}
+
+// bmHoldFor checks h for the whole window. Pods are read on every tick; events and the PodGroup,
+// which only accumulate, once a second and once more at the end, to keep the apiserver load low.
+func bmHoldFor(ctx context.Context, t *testing.T, l *Lane, window time.Duration, h bmHold) {
+	t.Helper()
+	var lastSlow time.Time
+	check := func(ctx context.Context, slow bool) (bool, string, error) {
+		pods, err := l.Pods(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		byName := map[string]*corev1.Pod{}
+		for i := range pods {
+			byName[pods[i].Name] = &pods[i]
+		}
+		for _, n := range append(slices.Clone(h.Untouched), h.Unbound...) {
+			p := byName[n]
+			if p == nil {
+				return false, "pod " + n + " is gone", nil
+			}
+			if p.Spec.NodeName != "" {
+				return false, fmt.Sprintf("pod %s was bound to %s", n, p.Spec.NodeName), nil
+			}
+		}
+		for _, n := range h.Untouched {
+			for _, c := range byName[n].Status.Conditions {
+				if c.Type == corev1.PodScheduled {
+					return false, fmt.Sprintf("pod %s has condition PodScheduled=%s/%s %q", n, c.Status, c.Reason, c.Message), nil
+				}
+			}
+		}
+		if !slow {
+			return true, "", nil
+		}
+		evs, err := l.Events(ctx, "")
+		if err != nil {
+			return false, "", err
+		}
+		for _, e := range evs {
+			if !slices.Contains(h.Untouched, e.InvolvedObject.Name) {
+				continue
+			}
+			if h.NoEvents || e.Reason == "FailedScheduling" {
+				return false, fmt.Sprintf("pod %s has a %s event: %q", e.InvolvedObject.Name, e.Reason, e.Message), nil
+			}
+		}
+		if h.Group != "" {
+			pg, err := l.PodGroup(ctx, h.Group)
+			if err != nil {
+				return false, "", err
+			}
+			if len(pg.Status.Conditions) > 0 {
+				return false, fmt.Sprintf("PodGroup %s has conditions: %s", h.Group, describeCondition(&pg.Status.Conditions[0])), nil
+			}
+		}
+		return true, "", nil
+	}
+	what := fmt.Sprintf("pods %v pending and untouched", h.Untouched)
+	if len(h.Unbound) > 0 {
+		what += fmt.Sprintf(", %v unbound", h.Unbound)
+	}
+	Consistently(ctx, t, window, what, func(ctx context.Context) (bool, string, error) {
+		slow := time.Since(lastSlow) >= time.Second
+		if slow {
+			lastSlow = time.Now()
+		}
+		return check(ctx, slow)
+	})
+	// A final full check: events and conditions written late in the window count too.
+	Eventually(ctx, t, l.env.d(10*time.Second), what+" (final check)", func(ctx context.Context) (bool, string, error) {
+		ok, state, err := check(ctx, true)
+		if err == nil && !ok {
+			t.Fatalf("expected %s at the end of the %s window: %s", what, window, state)
+		}
+		return ok, state, err
+	})
+}
+
+// bmProveLooking is the second half of every negative check: the scheduler under test must have
+// the waiting pods in the expected queue (scheduler_pending_pods{queue} >= want, when its metrics
+// are reachable) and must still bind a canary pod on the lane.
+func bmProveLooking(ctx context.Context, t *testing.T, l *Lane, queue string, want int) {
+	t.Helper()
+	bmPendingAtLeast(ctx, t, l, queue, want)
+	l.Canary(ctx, t)
+}
+
+// bmPendingAtLeast checks scheduler_pending_pods{queue} >= want. The gauge is cluster-wide, so
+// parallel lanes can only raise it; a scheduler that lost our pods cannot reach the count through
+// them alone unless other lanes wait too, which is why the canary is checked as well. When the
+// endpoint is unreachable the metric half is skipped (logged), the canary half still runs.
+func bmPendingAtLeast(ctx context.Context, t *testing.T, l *Lane, queue string, want int) {
+	t.Helper()
+	snap, err := l.env.SchedulerMetrics(ctx)
+	if err != nil {
+		t.Logf("skipping the scheduler_pending_pods{queue=%q} check: %v", queue, err)
+		return
+	}
+	got, ok := snap.Sum("scheduler_pending_pods", map[string]string{"queue": queue})
+	if !ok {
+		t.Errorf("the scheduler does not export scheduler_pending_pods")
+		return
+	}
+	if got < float64(want) {
+		t.Errorf("scheduler_pending_pods{queue=%q} = %v while %d of this lane's pods wait there, want >= %d", queue, got, want, want)
+	}
+}
+
+// bmDeletePod deletes a pod of the lane at once.
+func bmDeletePod(ctx context.Context, t *testing.T, l *Lane, name string) {
+	t.Helper()
+	if err := l.Client.CoreV1().Pods(l.Name).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatalf("delete pod %s: %v", name, err)
+	}
+}
+
+func bmHasPodScheduled(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return true
+		}
+	}
+	return false
+}
+
+func bmDescribeSchedulingGroup(sg *corev1.PodSchedulingGroup) string {
+	if sg == nil {
+		return "nil"
+	}
+	if sg.PodGroupName == nil {
+		return "{podGroupName: nil}"
+	}
+	return fmt.Sprintf("{podGroupName: %q}", *sg.PodGroupName)
+}
+
+// bmFailedScheduling returns the FailedScheduling messages of the lane, per pod.
+func bmFailedScheduling(ctx context.Context, l *Lane) (map[string][]string, error) {
+	evs, err := l.Events(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, e := range evs {
+		if e.Reason == "FailedScheduling" && e.InvolvedObject.Kind == "Pod" {
+			out[e.InvolvedObject.Name] = append(out[e.InvolvedObject.Name], e.Message)
+		}
+	}
+	return out, nil
+}
+
+func bmDescribeMessages(m map[string][]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s: %q; ", k, m[k])
+	}
+	if b.Len() == 0 {
+		return "no FailedScheduling events"
+	}
+	return b.String()
+}

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,6 +74,18 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	harness = h
+	// Ctrl-C (or `gangbench e2e` being interrupted) must not leave a cluster behind: tear it down and
+	// exit. A second signal exits at once; Pdeathsig then takes the components with us.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		fmt.Fprintln(os.Stderr, "gangbench suites: interrupted, deleting the cluster")
+		go func() { <-sigs; os.Exit(130) }()
+		_, _ = h.Finish()
+		_ = h.Close(context.Background())
+		os.Exit(130)
+	}()
 	code := m.Run()
 	violations, err := h.Finish()
 	if err != nil {

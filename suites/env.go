@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/suites/metrics"
@@ -29,17 +28,6 @@ type Env struct {
 	Scale float64
 	// OnFailure, when set, is called before a failed feature's lane is deleted, to save artifacts.
 	OnFailure func(ctx context.Context, l *Lane)
-}
-
-// clusterRESTConfig loads a user's kubeconfig, dropping the v1beta1 deprecation warning the gang API
-// attaches to every response.
-func clusterRESTConfig(path string) (*rest.Config, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
-	}
-	cfg.WarningHandler = rest.NoWarnings{}
-	return cfg, nil
 }
 
 // NewEnv builds an Env from a cluster handle. The client gets a high rate limit: the suites create

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/existing"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/scenarios"
@@ -60,7 +61,11 @@ func Start(ctx context.Context, opts Options) (*Harness, error) {
 	var cl *clusters.Cluster
 	var err error
 	if opts.Kubeconfig != "" {
-		cl, err = externalCluster(opts.Kubeconfig)
+		var info existing.Info
+		cl, info, err = existing.Open(ctx, opts.Kubeconfig, "")
+		if err == nil {
+			fmt.Fprintf(opts.Log, "existing cluster %s: %s; scheduler metrics: %s\n", cl.Name, info.ServerVersion, info.SchedulerMetrics)
+		}
 	} else {
 		cl, err = h.createLocal(ctx)
 		h.owned = err == nil
@@ -135,16 +140,6 @@ func (h *Harness) createLocal(ctx context.Context) (*clusters.Cluster, error) {
 		spec.Nodes = 1
 	}
 	return p.Create(ctx, spec)
-}
-
-// externalCluster wraps a user's kubeconfig. Metrics endpoints are unknown there, so metric
-// assertions skip with that reason.
-func externalCluster(path string) (*clusters.Cluster, error) {
-	cfg, err := clusterRESTConfig(path)
-	if err != nil {
-		return nil, err
-	}
-	return &clusters.Cluster{Name: filepath.Base(path), Provider: "existing", KubeconfigPath: path, RESTConfig: cfg, Versions: map[clusters.Component]string{}}, nil
 }
 
 // Run runs the features of the named suites: parallel-safe ones concurrently, then serial ones.

@@ -1,4 +1,365 @@
 package suites
 
-// minCountFeatures is being written.
-func minCountFeatures() []Feature { return nil }
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gangbench/gangbench/scenarios"
+)
+
+// The mincount suite: what gang.minCount means once a group is complete. It is a threshold, not a
+// size (everything that fits binds once minCount can be met); below it nothing binds and the
+// PodGroup says why; it is mutable; basic groups have none; and a group whose members disagree
+// with it (priority, schedulerName) is rejected as a whole. Capacity is controlled with standalone
+// "blocker" pods on the lane, so a test can free room by deleting them.
+
+// Messages of the v1.37 scheduler (gang-semantics §3.4), matched as substrings.
+const (
+	mcMsgMinCount3      = "minCount (3) cannot be satisfied"
+	mcMsgNoVictims      = "pod group preemption: No preemption victims found for incoming preemptor"
+	mcMsgGroupRejected  = "pod group is unschedulable, "
+	mcMsgNodesAvailable = "nodes are available"
+	mcMsgPriorityFmt    = "all pods in a single pod group should have the same priority as the pod group's priority, got %d and %d"
+	mcMsgSchedulerName  = "should have the same .spec.schedulerName set"
+	mcOtherScheduler    = "other-scheduler"
+	mcFastRejectBound   = 30 * time.Second
+	mcPriorityClassVal  = 1000
+)
+
+func minCountFeatures() []Feature {
+	one := LaneSpec{Nodes: 1, GPUsPerNode: 8}
+	var thresholdUnbound string
+	var rejected *metav1.Condition
+	return []Feature{
+		{
+			// 8 GPUs, a 2-GPU blocker: room for exactly 3 members of 2 GPUs.
+			Suite: "mincount", Name: "mincount: minCount is a threshold", Lane: one,
+			Steps: []Step{
+				{A: Assertion{ID: "MIN-01", Statement: "minCount 3, 4 members, room for 3: exactly 3 bind and the 4th gets FailedScheduling \"0/N nodes are available\"", Ref: bmSemRef + "B.8; §3.6"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						mcBlocker(ctx, t, l, "blocker", 2)
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "thr", MinCount: 3})
+						ms := Members("thr", 4, 2)
+						l.CreatePods(ctx, t, ms...)
+						o := l.WaitDecided(ctx, t, l.env.d(60*time.Second), names(ms)...)
+						t.Logf("%s", o)
+						if o.Bound("thr") != 3 || o.Count("thr", Unschedulable) != 1 {
+							t.Fatalf("want 3 bound and 1 unschedulable; got %s", o)
+						}
+						for _, m := range ms {
+							if o.Pods[m.Name] == Unschedulable {
+								thresholdUnbound = m.Name
+							}
+						}
+						l.WaitEvent(ctx, t, l.env.d(30*time.Second), thresholdUnbound, "FailedScheduling", "0/", mcMsgNodesAvailable)
+					}},
+				{A: Assertion{ID: "MIN-02", Statement: "that PodGroup is PodGroupInitiallyScheduled=True/Scheduled although one member is unschedulable", Ref: bmSemRef + "B.8; §4"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						l.WaitCondition(ctx, t, l.env.d(30*time.Second), "thr", metav1.ConditionTrue, "Scheduled")
+					}},
+				{A: Assertion{ID: "MIN-03", Statement: "freeing capacity binds the 4th member alone, and the PodGroup stays True", Ref: bmSemRef + "B.8; §3.7"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						if thresholdUnbound == "" {
+							t.Fatal("MIN-01 left no unschedulable member")
+						}
+						bmDeletePod(ctx, t, l, "blocker")
+						l.WaitBound(ctx, t, l.env.d(60*time.Second), thresholdUnbound)
+						l.WaitCondition(ctx, t, l.env.d(10*time.Second), "thr", metav1.ConditionTrue, "Scheduled")
+					}},
+			},
+		},
+		{
+			// 8 GPUs, a 4-GPU blocker: room for 2 of the 3 members of 2 GPUs. The PodGroup has
+			// priority 0 and nothing in the cluster has less, so preemption finds no victims.
+			Suite: "mincount", Name: "mincount: nothing binds below minCount", Lane: one,
+			Steps: []Step{
+				{A: Assertion{ID: "MIN-04", Statement: "with room for 2 of minCount 3 the PodGroup becomes False/Unschedulable within 30s of the last member's creation", Ref: bmSemRef + "B.9; §3.4; §4"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						mcBlocker(ctx, t, l, "blocker", 4)
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "short", MinCount: 3})
+						l.CreatePods(ctx, t, Members("short", 3, 2)...)
+						created := time.Now()
+						rejected = l.WaitCondition(ctx, t, l.env.d(mcFastRejectBound), "short", metav1.ConditionFalse, "Unschedulable")
+						t.Logf("measurement rejectSeconds=%.3f", time.Since(created).Seconds())
+					}},
+				{A: Assertion{ID: "MIN-05", Statement: "no member binds, and every member gets FailedScheduling and PodScheduled=False/Unschedulable", Ref: bmSemRef + "B.9; §3.6"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						ms := Members("short", 3, 2)
+						o := l.WaitDecided(ctx, t, l.env.d(30*time.Second), names(ms)...)
+						if o.Bound("short") != 0 {
+							t.Fatalf("want 0 bound; got %s", o)
+						}
+						Eventually(ctx, t, l.env.d(30*time.Second), "FailedScheduling and PodScheduled=False/Unschedulable on every member", func(ctx context.Context) (bool, string, error) {
+							fs, err := bmFailedScheduling(ctx, l)
+							if err != nil {
+								return false, "", err
+							}
+							for _, m := range ms {
+								if len(fs[m.Name]) == 0 {
+									return false, bmDescribeMessages(fs), nil
+								}
+							}
+							return true, "", nil
+						})
+						for _, m := range ms {
+							p, err := l.Client.CoreV1().Pods(l.Name).Get(ctx, m.Name, metav1.GetOptions{})
+							if err != nil {
+								t.Fatal(err)
+							}
+							if r := podScheduledReason(p); r != corev1.PodReasonUnschedulable {
+								t.Errorf("%s: PodScheduled=False reason %q, want %q", m.Name, r, corev1.PodReasonUnschedulable)
+							}
+						}
+						// All or nothing holds across the retries that follow.
+						Consistently(ctx, t, l.env.d(5*time.Second), "no member of short bound", func(ctx context.Context) (bool, string, error) {
+							o, err := l.Observe(ctx)
+							if err != nil {
+								return false, "", err
+							}
+							return o.Bound("short") == 0, o.String(), nil
+						})
+					}},
+				{A: Assertion{ID: "MIN-06", Statement: "the PodGroup message says \"minCount (3) cannot be satisfied\" and \"pod group preemption: No preemption victims found for incoming preemptor\"", Ref: bmSemRef + "B.9; §3.4"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						Eventually(ctx, t, l.env.d(30*time.Second), "the PodGroup message to name minCount and the preemption result", func(ctx context.Context) (bool, string, error) {
+							pg, err := l.PodGroup(ctx, "short")
+							if err != nil {
+								return false, "", err
+							}
+							c := GroupCondition(pg)
+							ok := c != nil && c.Status == metav1.ConditionFalse && containsAll(c.Message, []string{mcMsgMinCount3, mcMsgNoVictims})
+							if ok {
+								rejected = c
+							}
+							return ok, describeCondition(c), nil
+						})
+					}},
+				{A: Assertion{ID: "MIN-07", Statement: "the 2 members that fit in simulation get FailedScheduling \"pod group is unschedulable, …\", the third \"0/N nodes are available\"", Ref: bmSemRef + "B.9; §3.4; §7"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						Eventually(ctx, t, l.env.d(30*time.Second), "2 members with the group message and 1 with a fit error", func(ctx context.Context) (bool, string, error) {
+							fs, err := bmFailedScheduling(ctx, l)
+							if err != nil {
+								return false, "", err
+							}
+							var group, fit int
+							for _, m := range Members("short", 3, 2) {
+								g, f := false, false
+								for _, msg := range fs[m.Name] {
+									g = g || (strings.HasPrefix(msg, mcMsgGroupRejected) && strings.Contains(msg, mcMsgMinCount3))
+									f = f || (strings.HasPrefix(msg, "0/") && strings.Contains(msg, mcMsgNodesAvailable))
+								}
+								if g {
+									group++
+								}
+								if f {
+									fit++
+								}
+							}
+							return group >= 2 && fit >= 1, fmt.Sprintf("%d pods with the group message, %d with a fit error: %s", group, fit, bmDescribeMessages(fs)), nil
+						})
+					}},
+				{A: Assertion{ID: "MIN-08", Statement: "removing the blocker binds all 3 within 5s of each other and the PodGroup turns from False to True/Scheduled", Ref: bmSemRef + "B.10; §4"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						if rejected == nil {
+							t.Fatal("the PodGroup was never seen False/Unschedulable (MIN-04)")
+						}
+						bmDeletePod(ctx, t, l, "blocker")
+						spread := l.WaitBound(ctx, t, l.env.d(60*time.Second), names(Members("short", 3, 2))...)
+						t.Logf("measurement bindSpreadSeconds=%.3f", spread.Seconds())
+						if spread > l.env.d(bmMaxBindSpread) {
+							t.Errorf("the members bound %s apart, want at most %s", spread, l.env.d(bmMaxBindSpread))
+						}
+						c := l.WaitCondition(ctx, t, l.env.d(30*time.Second), "short", metav1.ConditionTrue, "Scheduled")
+						if c.LastTransitionTime.Before(&rejected.LastTransitionTime) {
+							t.Errorf("True condition (at %s) is older than the False one (at %s)", c.LastTransitionTime, rejected.LastTransitionTime)
+						}
+					}},
+			},
+		},
+		{
+			Suite: "mincount", Name: "mincount: lowering minCount releases a waiting gang", Lane: one,
+			Steps: []Step{
+				{A: Assertion{ID: "MIN-09", Statement: "lowering gang.minCount from 5 to 4 (PATCH) while 4 members wait binds all 4", Ref: bmSemRef + "B.11; §2.4; §3.3"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "lower", MinCount: 5})
+						ms := Members("lower", 4, 2)
+						l.CreatePods(ctx, t, ms...)
+						// First the members must be seen waiting: binding before the PATCH proves nothing.
+						bmHoldFor(ctx, t, l, l.env.d(5*time.Second), bmHold{Untouched: names(ms), Group: "lower"})
+						mcPatchMinCount(ctx, t, l, "lower", 4)
+						l.WaitBound(ctx, t, l.env.d(30*time.Second), names(ms)...)
+						l.WaitCondition(ctx, t, l.env.d(30*time.Second), "lower", metav1.ConditionTrue, "Scheduled")
+					}},
+			},
+		},
+		{
+			Suite: "mincount", Name: "mincount: raising minCount keeps a gang waiting", Lane: one,
+			Steps: []Step{
+				{A: Assertion{ID: "MIN-10", Statement: "raising gang.minCount from 5 to 6 while 4 members wait keeps them Pending for 10s with no FailedScheduling", Ref: bmSemRef + "B.11; §3.3; §3.6"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "raise", MinCount: 5})
+						ms := Members("raise", 4, 2)
+						l.CreatePods(ctx, t, ms...)
+						mcPatchMinCount(ctx, t, l, "raise", 6)
+						bmHoldFor(ctx, t, l, l.env.d(bmHoldWindow), bmHold{Untouched: names(ms), Group: "raise"})
+						bmProveLooking(ctx, t, l, "gated", len(ms))
+					}},
+			},
+		},
+		{
+			Suite: "mincount", Name: "mincount: basic groups have no quorum", Lane: one,
+			Steps: []Step{
+				{A: Assertion{ID: "MIN-11", Statement: "members of a basic PodGroup bind one by one as they arrive, and the PodGroup becomes True/Scheduled with the first", Ref: bmSemRef + "B.12; §3.6; §4"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "solo"})
+						for i, m := range Members("solo", 2, 2) {
+							l.CreatePods(ctx, t, m)
+							l.WaitBound(ctx, t, l.env.d(30*time.Second), m.Name)
+							if i == 0 {
+								l.WaitCondition(ctx, t, l.env.d(30*time.Second), "solo", metav1.ConditionTrue, "Scheduled")
+							}
+						}
+					}},
+				{A: Assertion{ID: "MIN-12", Statement: "a basic PodGroup of 4 on room for 2 binds 2, the others get their own fit error, and it is True/Scheduled", Ref: bmSemRef + "B.12; §3.6"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "part"})
+						ms := Members("part", 4, 2)
+						l.CreatePods(ctx, t, ms...)
+						o := l.WaitDecided(ctx, t, l.env.d(60*time.Second), names(ms)...)
+						t.Logf("%s", o)
+						if o.Bound("part") != 2 || o.Count("part", Unschedulable) != 2 {
+							t.Fatalf("want 2 bound and 2 unschedulable; got %s", o)
+						}
+						for _, m := range ms {
+							if o.Pods[m.Name] == Unschedulable {
+								l.WaitEvent(ctx, t, l.env.d(30*time.Second), m.Name, "FailedScheduling", "0/", mcMsgNodesAvailable)
+							}
+						}
+						l.WaitCondition(ctx, t, l.env.d(30*time.Second), "part", metav1.ConditionTrue, "Scheduled")
+					}},
+			},
+		},
+		{
+			Suite: "mincount", Name: "mincount: member priority must match the PodGroup's", Lane: one,
+			Steps: []Step{
+				{A: Assertion{ID: "MIN-13", Statement: "PodGroup of priority 1000 with members of priority 0: every member gets FailedScheduling \"…same priority as the pod group's priority, got 0 and 1000\" and PodScheduled=False/SchedulerError; none binds", Ref: bmSemRef + "B.14; §3.4"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						pc := mcPriorityClass(ctx, t, l, mcPriorityClassVal)
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "prio", MinCount: 3, PriorityClassName: pc})
+						ms := Members("prio", 3, 2)
+						l.CreatePods(ctx, t, ms...)
+						want := fmt.Sprintf(mcMsgPriorityFmt, 0, mcPriorityClassVal)
+						for _, m := range ms {
+							l.WaitEvent(ctx, t, l.env.d(30*time.Second), m.Name, "FailedScheduling", want)
+						}
+						mcWaitPodReasons(ctx, t, l, names(ms), corev1.PodReasonSchedulerError)
+					}},
+				{A: Assertion{ID: "MIN-14", Statement: "that PodGroup is False/SchedulerError with the priority message", Ref: bmSemRef + "B.14; §4"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						c := l.WaitCondition(ctx, t, l.env.d(30*time.Second), "prio", metav1.ConditionFalse, corev1.PodReasonSchedulerError)
+						if want := fmt.Sprintf(mcMsgPriorityFmt, 0, mcPriorityClassVal); !strings.Contains(c.Message, want) {
+							t.Errorf("condition message %q lacks %q", c.Message, want)
+						}
+					}},
+			},
+		},
+		{
+			Suite: "mincount", Name: "mincount: members must share a schedulerName", Lane: one,
+			Steps: []Step{
+				{A: Assertion{ID: "MIN-15", Statement: "a pre-bound member of \"other-scheduler\" makes the default-scheduler members fail with \"…should have the same .spec.schedulerName set\" (SchedulerError); none binds", Ref: bmSemRef + "B.15; §3.4; §3.6"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "split", MinCount: 3})
+						l.CreatePods(ctx, t, scenarios.Member{Name: "split-pre", Group: "split", GPUs: 2, SchedulerName: mcOtherScheduler, NodeName: l.Nodes[0]})
+						ms := Members("split", 2, 2)
+						l.CreatePods(ctx, t, ms...)
+						for _, m := range ms {
+							l.WaitEvent(ctx, t, l.env.d(30*time.Second), m.Name, "FailedScheduling", mcMsgSchedulerName)
+						}
+						mcWaitPodReasons(ctx, t, l, names(ms), corev1.PodReasonSchedulerError)
+					}},
+				{A: Assertion{ID: "MIN-16", Statement: "that PodGroup is False/SchedulerError with the schedulerName message", Ref: bmSemRef + "B.15; §3.4; §4"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						c := l.WaitCondition(ctx, t, l.env.d(30*time.Second), "split", metav1.ConditionFalse, corev1.PodReasonSchedulerError)
+						if !strings.Contains(c.Message, mcMsgSchedulerName) {
+							t.Errorf("condition message %q lacks %q", c.Message, mcMsgSchedulerName)
+						}
+					}},
+			},
+		},
+	}
+}
+
+// mcBlocker creates a standalone pod holding gpus on the lane and waits until it is bound.
+func mcBlocker(ctx context.Context, t *testing.T, l *Lane, name string, gpus int64) {
+	t.Helper()
+	l.CreatePods(ctx, t, scenarios.Member{Name: name, GPUs: gpus})
+	l.WaitBound(ctx, t, l.env.d(30*time.Second), name)
+}
+
+// mcPatchMinCount changes a gang's minCount with a merge patch (mutable since v1.37) and checks
+// the stored value.
+func mcPatchMinCount(ctx context.Context, t *testing.T, l *Lane, group string, minCount int32) {
+	t.Helper()
+	patch := fmt.Appendf(nil, `{"spec":{"schedulingPolicy":{"gang":{"minCount":%d}}}}`, minCount)
+	pg, err := l.Client.SchedulingV1beta1().PodGroups(l.Name).Patch(ctx, group, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		t.Fatalf("patch PodGroup %s minCount to %d: %v", group, minCount, err)
+	}
+	if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != minCount {
+		t.Fatalf("PodGroup %s after the patch: schedulingPolicy %+v, want gang.minCount %d", group, pg.Spec.SchedulingPolicy, minCount)
+	}
+}
+
+// mcPriorityClass creates a PriorityClass unique to the lane (they are cluster-scoped) and deletes
+// it when the test ends.
+func mcPriorityClass(ctx context.Context, t *testing.T, l *Lane, value int32) string {
+	t.Helper()
+	name := fmt.Sprintf("%s-p%d", l.Name, value)
+	if _, err := l.Client.SchedulingV1().PriorityClasses().Create(ctx, scenarios.PriorityClass(name, value, false), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create PriorityClass %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := l.Client.SchedulingV1().PriorityClasses().Delete(dctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Logf("cleanup: delete PriorityClass %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// mcWaitPodReasons waits until every named pod is PodScheduled=False with reason and checks that
+// none of them is bound.
+func mcWaitPodReasons(ctx context.Context, t *testing.T, l *Lane, pods []string, reason string) {
+	t.Helper()
+	Eventually(ctx, t, l.env.d(30*time.Second), fmt.Sprintf("pods %v PodScheduled=False/%s", pods, reason), func(ctx context.Context) (bool, string, error) {
+		all, err := l.Pods(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		var state []string
+		ok := true
+		for _, n := range pods {
+			for i := range all {
+				p := &all[i]
+				if p.Name != n {
+					continue
+				}
+				if p.Spec.NodeName != "" {
+					t.Fatalf("pod %s was bound to %s", n, p.Spec.NodeName)
+				}
+				r := podScheduledReason(p)
+				ok = ok && r == reason
+				state = append(state, n+"="+r)
+			}
+		}
+		return ok && len(state) == len(pods), strings.Join(state, ", "), nil
+	})
+}

@@ -1,4 +1,373 @@
 package suites
 
-// observabilityFeatures is being written.
-func observabilityFeatures() []Feature { return nil }
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gangbench/gangbench/scenarios"
+	"github.com/gangbench/gangbench/suites/metrics"
+)
+
+// The observability suite checks what an operator sees of gang scheduling: events (gang-semantics §7)
+// and the scheduler's and apiserver's metrics (§6). Every feature is Serial: the counters are
+// cluster-wide, and an exact delta ("one binding per bound member") holds only when nothing else
+// schedules meanwhile.
+
+// obsSum is Sum of name{match}, 0 when the family is absent.
+func obsSum(s *metrics.Snapshot, name string, match map[string]string) float64 {
+	v, _ := s.Sum(name, match)
+	return v
+}
+
+// obsScrape is a metrics source: the scheduler's or the apiserver's.
+type obsScrape struct {
+	what string
+	get  func(context.Context) (*metrics.Snapshot, error)
+}
+
+func obsScheduler(l *Lane) obsScrape { return obsScrape{"scheduler", l.env.SchedulerMetrics} }
+func obsAPIServer(l *Lane) obsScrape { return obsScrape{"apiserver", l.env.APIServerMetrics} }
+
+// obsBaseline is a scrape taken before a scenario, or why none could be taken.
+type obsBaseline struct {
+	src  obsScrape
+	snap *metrics.Snapshot
+	err  error
+}
+
+func obsTake(ctx context.Context, src obsScrape) obsBaseline {
+	s, err := src.get(ctx)
+	return obsBaseline{src: src, snap: s, err: err}
+}
+
+// require skips the check when the component's metrics are not reachable: the provider cannot show
+// them, which says nothing about the scheduler.
+func (b obsBaseline) require(t *testing.T) {
+	t.Helper()
+	if b.err != nil {
+		t.Skipf("%s metrics unavailable: %v", b.src.what, b.err)
+	}
+	if b.snap == nil {
+		t.Skip("no baseline scrape: the scenario step did not run")
+	}
+}
+
+// delta scrapes again and returns name{match}'s increase since the baseline.
+func (b obsBaseline) delta(ctx context.Context, name string, match map[string]string) (float64, error) {
+	after, err := b.src.get(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return metrics.Delta(b.snap, after, name, match)
+}
+
+// waitDelta polls until name{match} rose by at least atLeast since the baseline and returns the
+// increase seen then. Counters are bumped just after the API write a test observes, so a single
+// scrape could read them a moment early.
+func (b obsBaseline) waitDelta(ctx context.Context, t *testing.T, timeout time.Duration, name string, match map[string]string, atLeast float64) float64 {
+	t.Helper()
+	b.require(t)
+	var d float64
+	Eventually(ctx, t, timeout, fmt.Sprintf("%s to rise by ≥%g", obsSelector(name, match), atLeast), func(ctx context.Context) (bool, string, error) {
+		var err error
+		d, err = b.delta(ctx, name, match)
+		if err != nil {
+			return false, "", err
+		}
+		return d >= atLeast, fmt.Sprintf("delta %g", d), nil
+	})
+	t.Logf("%s: +%g", obsSelector(name, match), d)
+	return d
+}
+
+// obsGauge polls a scheduler gauge until it is at least atLeast.
+func obsGauge(ctx context.Context, t *testing.T, l *Lane, name string, match map[string]string, atLeast float64) {
+	t.Helper()
+	if _, err := l.env.SchedulerMetrics(ctx); err != nil {
+		t.Skipf("scheduler metrics unavailable: %v", err)
+	}
+	var v float64
+	Eventually(ctx, t, l.env.d(30*time.Second), fmt.Sprintf("%s ≥ %g", obsSelector(name, match), atLeast), func(ctx context.Context) (bool, string, error) {
+		s, err := l.env.SchedulerMetrics(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		var ok bool
+		if v, ok = s.Sum(name, match); !ok {
+			return false, "metric not exposed", nil
+		}
+		return v >= atLeast, fmt.Sprintf("%g", v), nil
+	})
+	t.Logf("%s = %g", obsSelector(name, match), v)
+}
+
+func obsSelector(name string, match map[string]string) string {
+	if len(match) == 0 {
+		return name
+	}
+	var parts []string
+	for _, k := range []string{"resource", "subresource", "verb", "code", "result", "queue", "type", "preemptor", "extension_point"} {
+		if v, ok := match[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s=%q", k, v))
+		}
+	}
+	return name + "{" + strings.Join(parts, ",") + "}"
+}
+
+// obsScheduledEvents returns the Scheduled events per pod of the lane.
+func obsScheduledEvents(ctx context.Context, l *Lane) (map[string][]corev1.Event, error) {
+	evs, err := l.Events(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]corev1.Event{}
+	for _, e := range evs {
+		if e.Reason == "Scheduled" && e.InvolvedObject.Kind == "Pod" {
+			out[e.InvolvedObject.Name] = append(out[e.InvolvedObject.Name], e)
+		}
+	}
+	return out, nil
+}
+
+var (
+	obsBindings       = map[string]string{"resource": "pods", "subresource": "binding", "verb": "POST", "code": "201"}
+	obsGroupScheduled = map[string]string{"result": "scheduled"}
+)
+
+func observabilityFeatures() []Feature {
+	const suite = "observability"
+	lane := LaneSpec{Nodes: 1, GPUsPerNode: 8}
+	ref := func(item, section string) string { return "gang-semantics §11.F." + item + "; " + section }
+
+	// F.34, F.35: one gang of 4 bound in one cycle.
+	const gangSize = 4
+	var sched, api obsBaseline
+	var bound []corev1.Pod
+	binding := Feature{
+		Suite: suite, Name: "a bound gang's events and counters", Lane: lane, Serial: true,
+		Steps: []Step{
+			{A: Assertion{ID: "OBS-01", Statement: "every bound member gets exactly one Scheduled event: Successfully assigned <ns>/<pod> to <node>", Ref: ref("34", "§7")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					sched, api = obsTake(ctx, obsScheduler(l)), obsTake(ctx, obsAPIServer(l))
+					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "gang", MinCount: gangSize})
+					ms := Members("gang", gangSize, 2)
+					l.CreatePods(ctx, t, ms...)
+					l.WaitBound(ctx, t, l.env.d(60*time.Second), names(ms)...)
+					pods, err := l.Pods(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					bound = pods
+					Eventually(ctx, t, l.env.d(30*time.Second), "a Scheduled event for every member", func(ctx context.Context) (bool, string, error) {
+						byPod, err := obsScheduledEvents(ctx, l)
+						if err != nil {
+							return false, "", err
+						}
+						var missing []string
+						for _, m := range ms {
+							if len(byPod[m.Name]) == 0 {
+								missing = append(missing, m.Name)
+							}
+						}
+						return len(missing) == 0, fmt.Sprintf("no Scheduled event yet for %v", missing), nil
+					})
+					byPod, err := obsScheduledEvents(ctx, l)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, p := range pods {
+						evs := byPod[p.Name]
+						n := 0
+						for _, e := range evs {
+							n += staOccurrences(e)
+						}
+						want := fmt.Sprintf("Successfully assigned %s/%s to %s", l.Name, p.Name, p.Spec.NodeName)
+						switch {
+						case n != 1:
+							t.Errorf("pod %s: %d Scheduled occurrences, want 1", p.Name, n)
+						case evs[0].Message != want:
+							t.Errorf("pod %s: Scheduled message %q, want %q", p.Name, evs[0].Message, want)
+						}
+					}
+				}},
+			{A: Assertion{ID: "OBS-02", Statement: "the apiserver counts one pods/binding POST 201 per bound member", Ref: ref("34", "§6.2")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					d := api.waitDelta(ctx, t, l.env.d(15*time.Second), "apiserver_request_total", obsBindings, float64(len(bound)))
+					if d != float64(len(bound)) || len(bound) != gangSize {
+						t.Errorf("%g binding POSTs for %d bound members, want %d", d, len(bound), gangSize)
+					}
+				}},
+			{A: Assertion{ID: "OBS-03", Statement: "scheduler_podgroup_schedule_attempts_total{result=scheduled} rises by 1 for the gang's one cycle, not per pod", Ref: ref("35", "§6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					d := sched.waitDelta(ctx, t, l.env.d(15*time.Second), "scheduler_podgroup_schedule_attempts_total", obsGroupScheduled, 1)
+					if d != 1 {
+						t.Errorf("scheduled pod-group cycles +%g for one gang of %d, want +1", d, gangSize)
+					}
+				}},
+			{A: Assertion{ID: "OBS-04", Statement: "scheduler_schedule_attempts_total{result=scheduled} rises by the number of bound pods", Ref: ref("35", "§6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					d := sched.waitDelta(ctx, t, l.env.d(15*time.Second), "scheduler_schedule_attempts_total", obsGroupScheduled, gangSize)
+					if d != gangSize {
+						t.Errorf("scheduled pod attempts +%g, want +%d", d, gangSize)
+					}
+				}},
+		},
+	}
+
+	// F.36: the two pod-group waiting queues are visible as gauges.
+	queues := Feature{
+		Suite: suite, Name: "waiting gangs in the queue gauges", Lane: lane, Serial: true,
+		Steps: []Step{
+			{A: Assertion{ID: "OBS-05", Statement: "while a gang waits for quorum, scheduler_pending_pods{queue=gated} ≥ its pod count", Ref: ref("36", "§3.2; §6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "quorum", MinCount: 4})
+					ms := Members("quorum", 3, 1)
+					l.CreatePods(ctx, t, ms...)
+					obsGauge(ctx, t, l, "scheduler_pending_pods", map[string]string{"queue": "gated"}, float64(len(ms)))
+					obsUntouched(ctx, t, l, names(ms))
+				}},
+			{A: Assertion{ID: "OBS-06", Statement: "while a gang waits for quorum, scheduler_queued_entities{queue=gated,type=podgroup} ≥ 1", Ref: ref("36", "§3.2; §6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					obsGauge(ctx, t, l, "scheduler_queued_entities", map[string]string{"queue": "gated", "type": "podgroup"}, 1)
+					obsUntouched(ctx, t, l, names(Members("quorum", 3, 1)))
+				}},
+			{A: Assertion{ID: "OBS-07", Statement: "while a group's PodGroup is missing, scheduler_pending_pods{queue=incomplete} ≥ its pod count", Ref: ref("36", "§3.2; §6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					ms := Members("ghost", 3, 1)
+					l.CreatePods(ctx, t, ms...)
+					obsGauge(ctx, t, l, "scheduler_pending_pods", map[string]string{"queue": "incomplete"}, float64(len(ms)))
+					obsUntouched(ctx, t, l, names(ms))
+				}},
+		},
+	}
+
+	// F.37: group preemption shows in the workload-preemption metrics, not in the pod ones.
+	var preSched obsBaseline
+	preempted := false
+	preemption := Feature{
+		Suite: suite, Name: "gang preemption metrics", Lane: lane, Serial: true,
+		Steps: []Step{
+			{A: Assertion{ID: "OBS-08", Statement: "a gang preempting lower-priority pods raises the scheduler_workload_preemption_victims histogram count", Ref: ref("37", "§5; §6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					low := ownPriorityClass(ctx, t, l, "low", 100, false)
+					high := ownPriorityClass(ctx, t, l, "high", 1000, false)
+					var victims []scenarios.Member
+					for i := range 4 {
+						victims = append(victims, scenarios.Member{Name: fmt.Sprintf("low-%d", i), GPUs: 2, PriorityClassName: low})
+					}
+					l.CreatePods(ctx, t, victims...)
+					l.WaitBound(ctx, t, l.env.d(60*time.Second), names(victims)...)
+					preSched = obsTake(ctx, obsScheduler(l))
+					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "high", MinCount: 2, PriorityClassName: high})
+					ms := Members("high", 2, 4)
+					for i := range ms {
+						ms[i].PriorityClassName = high
+					}
+					l.CreatePods(ctx, t, ms...)
+					l.WaitBound(ctx, t, l.env.d(90*time.Second), names(ms)...)
+					preempted = true
+					preSched.require(t)
+					Eventually(ctx, t, l.env.d(15*time.Second), "scheduler_workload_preemption_victims count to rise", func(ctx context.Context) (bool, string, error) {
+						after, err := l.env.SchedulerMetrics(ctx)
+						if err != nil {
+							return false, "", err
+						}
+						a, ok := after.HistogramCount("scheduler_workload_preemption_victims", nil)
+						if !ok {
+							return false, "histogram not exposed", nil
+						}
+						b, _ := preSched.snap.HistogramCount("scheduler_workload_preemption_victims", nil)
+						return a > b, fmt.Sprintf("count %d → %d", b, a), nil
+					})
+				}},
+			{A: Assertion{ID: "OBS-09", Statement: "the same preemption raises scheduler_preemption_evaluation_duration_seconds_count{preemptor=podgroup}", Ref: ref("37", "§6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					if !preempted {
+						t.Skip("needs the preemption OBS-08 sets up")
+					}
+					preSched.waitDelta(ctx, t, l.env.d(15*time.Second), "scheduler_preemption_evaluation_duration_seconds_count", map[string]string{"preemptor": "podgroup"}, 1)
+				}},
+			{A: Assertion{ID: "OBS-10", Statement: "the same preemption leaves scheduler_preemption_attempts_total (pod PostFilter only) unchanged", Ref: ref("37", "§5.5; §6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					if !preempted {
+						t.Skip("needs the preemption OBS-08 sets up")
+					}
+					preSched.require(t)
+					d, err := preSched.delta(ctx, "scheduler_preemption_attempts_total", nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if d != 0 {
+						t.Errorf("scheduler_preemption_attempts_total +%g during a gang preemption, want +0 (pods were preempted one by one)", d)
+					}
+				}},
+		},
+	}
+
+	// F.38: the gang extension points are timed.
+	var extSched obsBaseline
+	extension := Feature{
+		Suite: suite, Name: "gang extension points in the framework metrics", Lane: lane, Serial: true,
+		Steps: []Step{
+			{A: Assertion{ID: "OBS-11", Statement: "gang cycles, one of them unschedulable, raise scheduler_framework_extension_point_duration_seconds_count{extension_point=PlacementFeasible}", Ref: ref("38", "§3.4; §6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					extSched = obsTake(ctx, obsScheduler(l))
+					for _, g := range []string{"first", "second"} {
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: g, MinCount: 2})
+						l.CreatePods(ctx, t, Members(g, 2, 4)...)
+					}
+					// Whichever gang the scheduler takes first fills the node; the other is unschedulable.
+					var loser string
+					Eventually(ctx, t, l.env.d(60*time.Second), "one gang True/Scheduled and the other False/Unschedulable", func(ctx context.Context) (bool, string, error) {
+						var states []string
+						var trueN, falseN int
+						for _, g := range []string{"first", "second"} {
+							pg, err := l.PodGroup(ctx, g)
+							if err != nil {
+								return false, "", err
+							}
+							c := GroupCondition(pg)
+							states = append(states, g+": "+describeCondition(c))
+							switch {
+							case c == nil:
+							case c.Status == metav1.ConditionTrue:
+								trueN++
+							case c.Reason == "Unschedulable":
+								falseN++
+								loser = g
+							}
+						}
+						return trueN == 1 && falseN == 1, strings.Join(states, "; "), nil
+					})
+					t.Logf("unschedulable gang: %s", loser)
+					extSched.waitDelta(ctx, t, l.env.d(15*time.Second), "scheduler_framework_extension_point_duration_seconds_count", map[string]string{"extension_point": "PlacementFeasible"}, 1)
+				}},
+			{A: Assertion{ID: "OBS-12", Statement: "the unschedulable gang cycle raises scheduler_framework_extension_point_duration_seconds_count{extension_point=PodGroupPostFilter}", Ref: ref("38", "§3.4 step 5; §6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					extSched.waitDelta(ctx, t, l.env.d(15*time.Second), "scheduler_framework_extension_point_duration_seconds_count", map[string]string{"extension_point": "PodGroupPostFilter"}, 1)
+				}},
+		},
+	}
+	return []Feature{binding, queues, preemption, extension}
+}
+
+// obsUntouched checks that the named pods have no PodScheduled condition: they wait in a queue the
+// scheduler keeps them in, not in a failed attempt.
+func obsUntouched(ctx context.Context, t *testing.T, l *Lane, pods []string) {
+	t.Helper()
+	o, err := l.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range pods {
+		if s := o.Pods[n]; s != Untouched {
+			t.Errorf("pod %s is %s, want waiting with no PodScheduled condition (%s)", n, s, o)
+		}
+	}
+}

@@ -1,4 +1,426 @@
 package suites
 
-// statusFeatures is being written.
-func statusFeatures() []Feature { return nil }
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/scenarios"
+)
+
+// The status suite checks the PodGroup condition the scheduler writes (gang-semantics §4): who writes
+// it, that it carries the generation it was computed from, that once True it stays True whatever
+// happens to the group later, and the controller-manager's protection finalizer (§8).
+
+// ProtectionFinalizer is the finalizer PodGroupProtection admission adds to every PodGroup.
+const ProtectionFinalizer = "scheduling.k8s.io/podgroup-protection"
+
+// staSettle is how long a condition is watched after the scheduler showed it acted (an event
+// appeared): the event is emitted before the group's status patch, so a wrong write would land in
+// this window.
+const staSettle = 3 * time.Second
+
+// staOccurrences is how many times an event happened: the events.k8s.io recorder folds repeats into a
+// series, which core/v1 shows as series.count (or count on older recorders).
+func staOccurrences(e corev1.Event) int {
+	n := int(e.Count)
+	if e.Series != nil && int(e.Series.Count) > n {
+		n = int(e.Series.Count)
+	}
+	return max(n, 1)
+}
+
+// staFailures sums the FailedScheduling occurrences on the named pods and describes them.
+func staFailures(ctx context.Context, l *Lane, pods []string) (int, string, error) {
+	evs, err := l.Events(ctx, "")
+	if err != nil {
+		return 0, "", err
+	}
+	n := 0
+	var seen []string
+	for _, e := range evs {
+		if e.Reason != "FailedScheduling" || !slices.Contains(pods, e.InvolvedObject.Name) {
+			continue
+		}
+		n += staOccurrences(e)
+		seen = append(seen, fmt.Sprintf("%s×%d %q", e.InvolvedObject.Name, staOccurrences(e), e.Message))
+	}
+	return n, fmt.Sprintf("%d FailedScheduling occurrence(s): %s", n, strings.Join(seen, "; ")), nil
+}
+
+// staUnchanged is a condition for Consistently: the group's condition is still True with the
+// lastTransitionTime of want.
+func staUnchanged(l *Lane, group string, want *metav1.Condition) func(context.Context) (bool, string, error) {
+	return func(ctx context.Context) (bool, string, error) {
+		pg, err := l.PodGroup(ctx, group)
+		if err != nil {
+			return false, "", err
+		}
+		c := GroupCondition(pg)
+		ok := c != nil && c.Status == metav1.ConditionTrue && c.LastTransitionTime.Equal(&want.LastTransitionTime)
+		return ok, fmt.Sprintf("condition %s (was %s)", describeCondition(c), describeCondition(want)), nil
+	}
+}
+
+// staWaitFailuresWhileTrue waits until the named pods have at least n FailedScheduling occurrences
+// and fails at once if the group's condition leaves True or its lastTransitionTime moves meanwhile.
+func staWaitFailuresWhileTrue(ctx context.Context, t *testing.T, l *Lane, group string, want *metav1.Condition, n int, pods ...string) {
+	t.Helper()
+	unchanged := staUnchanged(l, group, want)
+	var broken string
+	Eventually(ctx, t, l.env.d(45*time.Second), fmt.Sprintf("%d FailedScheduling occurrence(s) on %v", n, pods), func(ctx context.Context) (bool, string, error) {
+		if ok, state, err := unchanged(ctx); err == nil && !ok {
+			broken = state
+			return true, "", nil
+		}
+		got, state, err := staFailures(ctx, l, pods)
+		return got >= n, state, err
+	})
+	if broken != "" {
+		t.Fatalf("PodGroup %s left True while its extra members were failing: %s", group, broken)
+	}
+}
+
+// staGroupReady creates a gang of n members × gpus with minCount n, waits until all are bound and the
+// group is True/Scheduled, and returns the condition.
+func staGroupReady(ctx context.Context, t *testing.T, l *Lane, group string, n int, gpus int64) *metav1.Condition {
+	t.Helper()
+	l.CreatePodGroup(ctx, t, scenarios.Group{Name: group, MinCount: int32(n)})
+	ms := Members(group, n, gpus)
+	l.CreatePods(ctx, t, ms...)
+	l.WaitBound(ctx, t, l.env.d(60*time.Second), names(ms)...)
+	return l.WaitCondition(ctx, t, l.env.d(30*time.Second), group, metav1.ConditionTrue, "Scheduled")
+}
+
+// staRequire skips a step whose set-up step failed, so one failure is reported once.
+func staRequire(t *testing.T, c *metav1.Condition, setup string) {
+	t.Helper()
+	if c == nil {
+		t.Skipf("needs the True condition %s establishes, which it did not", setup)
+	}
+}
+
+func statusFeatures() []Feature {
+	const suite = "status"
+	lane := LaneSpec{Nodes: 1, GPUsPerNode: 8}
+	ref := func(item, section string) string { return "gang-semantics §11.D." + item + "; " + section }
+
+	// D.23: a True condition survives later unschedulable members.
+	var stayTrue *metav1.Condition
+	stays := Feature{
+		Suite: suite, Name: "condition stays True while later members fail", Lane: lane,
+		Steps: []Step{
+			{A: Assertion{ID: "STA-01", Statement: "a gang that fits becomes True/Scheduled with observedGeneration equal to metadata.generation", Ref: ref("24", "§4")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					c := staGroupReady(ctx, t, l, "gang", 2, 4)
+					pg, err := l.PodGroup(ctx, "gang")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if c.ObservedGeneration != pg.Generation {
+						t.Errorf("observedGeneration %d, metadata.generation %d", c.ObservedGeneration, pg.Generation)
+					}
+					stayTrue = c
+				}},
+			{A: Assertion{ID: "STA-02", Statement: "members added after True that cannot fit get FailedScheduling in ≥2 cycles while the condition stays True with the same lastTransitionTime", Ref: ref("23", "§4")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					staRequire(t, stayTrue, "STA-01")
+					// The node is full. Each extra member wakes the group, so two members added one
+					// after the other give at least two cycles that end unschedulable.
+					extra := []scenarios.Member{
+						{Name: "gang-extra-0", Group: "gang", GPUs: 4},
+						{Name: "gang-extra-1", Group: "gang", GPUs: 4},
+					}
+					l.CreatePods(ctx, t, extra[0])
+					staWaitFailuresWhileTrue(ctx, t, l, "gang", stayTrue, 1, extra[0].Name)
+					l.CreatePods(ctx, t, extra[1])
+					staWaitFailuresWhileTrue(ctx, t, l, "gang", stayTrue, 1, extra[1].Name)
+					staWaitFailuresWhileTrue(ctx, t, l, "gang", stayTrue, 2, names(extra)...)
+					Consistently(ctx, t, l.env.d(staSettle), "PodGroup gang True with its first lastTransitionTime", staUnchanged(l, "gang", stayTrue))
+				}},
+		},
+	}
+
+	// D.24: observedGeneration follows spec changes the scheduler acted on.
+	var gen1 int64
+	generation := Feature{
+		Suite: suite, Name: "observedGeneration follows a minCount change", Lane: lane,
+		Steps: []Step{
+			{A: Assertion{ID: "STA-03", Statement: "a gang that cannot fit is False/Unschedulable with observedGeneration equal to metadata.generation", Ref: ref("24", "§4")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "gang", MinCount: 3})
+					l.CreatePods(ctx, t, Members("gang", 3, 4)...)
+					c := l.WaitCondition(ctx, t, l.env.d(45*time.Second), "gang", metav1.ConditionFalse, "Unschedulable")
+					pg, err := l.PodGroup(ctx, "gang")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if c.ObservedGeneration != pg.Generation {
+						t.Errorf("observedGeneration %d, metadata.generation %d", c.ObservedGeneration, pg.Generation)
+					}
+					gen1 = pg.Generation
+				}},
+			{A: Assertion{ID: "STA-04", Statement: "a minCount PATCH is accepted and bumps metadata.generation", Ref: ref("24", "§2.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					if gen1 == 0 {
+						t.Skip("needs the unschedulable gang STA-03 establishes")
+					}
+					pg, err := l.Client.SchedulingV1beta1().PodGroups(l.Name).Patch(ctx, "gang", types.MergePatchType,
+						[]byte(`{"spec":{"schedulingPolicy":{"gang":{"minCount":2}}}}`), metav1.PatchOptions{})
+					if err != nil {
+						t.Fatalf("patch minCount 3→2: %v", err)
+					}
+					if pg.Generation <= gen1 {
+						t.Errorf("metadata.generation %d after the patch, want > %d", pg.Generation, gen1)
+					}
+				}},
+			{A: Assertion{ID: "STA-05", Statement: "the scheduler's next write after the minCount PATCH carries the new generation (True/Scheduled, 2 of 3 bound)", Ref: ref("24", "§4; §3.6")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					if gen1 == 0 {
+						t.Skip("needs the unschedulable gang STA-03 establishes")
+					}
+					var want int64
+					Eventually(ctx, t, l.env.d(45*time.Second), "PodGroup gang True/Scheduled with observedGeneration = metadata.generation", func(ctx context.Context) (bool, string, error) {
+						pg, err := l.PodGroup(ctx, "gang")
+						if err != nil {
+							return false, "", err
+						}
+						c := GroupCondition(pg)
+						want = pg.Generation
+						ok := c != nil && c.Status == metav1.ConditionTrue && c.Reason == "Scheduled" && c.ObservedGeneration == pg.Generation
+						return ok, fmt.Sprintf("generation %d, %s", pg.Generation, describeCondition(c)), nil
+					})
+					if want <= gen1 {
+						t.Errorf("generation %d, want > %d", want, gen1)
+					}
+					o, err := l.Observe(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if o.Bound("gang") != 2 {
+						t.Errorf("want 2 of 3 bound after minCount 2; got %s", o)
+					}
+				}},
+		},
+	}
+
+	// D.25: the scheduler is the writer, through PATCH on podgroups/status.
+	var writer *metav1.Condition
+	var patchesBefore float64
+	var apiErr error
+	writerFeature := Feature{
+		Suite: suite, Name: "the scheduler writes the condition through podgroups/status", Lane: lane,
+		// Serial: the apiserver's request counter is cluster-wide.
+		Serial: true,
+		Steps: []Step{
+			{A: Assertion{ID: "STA-06", Statement: "the condition write shows in apiserver_request_total{resource=podgroups,subresource=status,verb=PATCH} (delta > 0)", Ref: ref("25", "§4; §6.2")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					before, err := l.env.APIServerMetrics(ctx)
+					if err == nil {
+						patchesBefore = obsSum(before, "apiserver_request_total", staStatusPatch)
+					}
+					apiErr = err
+					writer = staGroupReady(ctx, t, l, "gang", 2, 2)
+					if apiErr != nil {
+						t.Skipf("apiserver metrics: %v", apiErr)
+					}
+					var delta float64
+					Eventually(ctx, t, l.env.d(15*time.Second), "a PodGroup status PATCH counted by the apiserver", func(ctx context.Context) (bool, string, error) {
+						after, err := l.env.APIServerMetrics(ctx)
+						if err != nil {
+							return false, "", err
+						}
+						delta = obsSum(after, "apiserver_request_total", staStatusPatch) - patchesBefore
+						return delta > 0, fmt.Sprintf("delta %g", delta), nil
+					})
+					t.Logf("PodGroup status PATCH requests: +%g", delta)
+				}},
+			{A: Assertion{ID: "STA-07", Statement: "managedFields name the kube-scheduler as the manager of status.conditions (subresource status)", Ref: ref("25", "§4")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					staRequire(t, writer, "STA-06")
+					pg, err := l.PodGroup(ctx, "gang")
+					if err != nil {
+						t.Fatal(err)
+					}
+					var owners []string
+					for _, mf := range pg.ManagedFields {
+						if mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), `"f:conditions"`) {
+							owners = append(owners, fmt.Sprintf("%s (%s, subresource %q)", mf.Manager, mf.Operation, mf.Subresource))
+							if !strings.Contains(mf.Manager, "scheduler") || mf.Subresource != "status" {
+								t.Errorf("status.conditions managed by %s (%s, subresource %q); want the scheduler through status", mf.Manager, mf.Operation, mf.Subresource)
+							}
+						}
+					}
+					if len(owners) == 0 {
+						t.Fatalf("no managedFields entry owns status.conditions; entries: %v", staManagers(pg.ManagedFields))
+					}
+					t.Logf("status.conditions managers: %v", owners)
+				}},
+		},
+	}
+
+	// D.26: the protection finalizer holds a PodGroup while members live.
+	var protected bool
+	protection := Feature{
+		Suite: suite, Name: "podgroup-protection finalizer", Lane: lane,
+		Steps: []Step{
+			{A: Assertion{ID: "STA-08", Statement: "deleting a PodGroup with live members leaves it with a deletionTimestamp and the podgroup-protection finalizer", Ref: ref("26", "§1.4; §8")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					staGroupReady(ctx, t, l, "gang", 2, 1)
+					if err := l.Client.SchedulingV1beta1().PodGroups(l.Name).Delete(ctx, "gang", metav1.DeleteOptions{}); err != nil {
+						t.Fatalf("delete PodGroup: %v", err)
+					}
+					Consistently(ctx, t, l.env.d(5*time.Second), "PodGroup gang present, terminating, with "+ProtectionFinalizer, func(ctx context.Context) (bool, string, error) {
+						pg, err := l.PodGroup(ctx, "gang")
+						if apierrors.IsNotFound(err) {
+							return false, "PodGroup is gone although its members live", nil
+						}
+						if err != nil {
+							return false, "", err
+						}
+						ok := pg.DeletionTimestamp != nil && slices.Contains(pg.Finalizers, ProtectionFinalizer)
+						return ok, fmt.Sprintf("deletionTimestamp %v, finalizers %v", pg.DeletionTimestamp, pg.Finalizers), nil
+					})
+					protected = true
+				}},
+			{A: Assertion{ID: "STA-09", Statement: "deleting the members lets the terminating PodGroup disappear", Ref: ref("26", "§8")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					if !protected {
+						t.Skip("needs the terminating PodGroup STA-08 establishes")
+					}
+					for _, n := range []string{"gang-0", "gang-1"} {
+						if err := l.Client.CoreV1().Pods(l.Name).Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil && !apierrors.IsNotFound(err) {
+							t.Fatalf("delete pod %s: %v", n, err)
+						}
+					}
+					Eventually(ctx, t, l.env.d(45*time.Second), "PodGroup gang gone", func(ctx context.Context) (bool, string, error) {
+						pg, err := l.PodGroup(ctx, "gang")
+						if apierrors.IsNotFound(err) {
+							return true, "", nil
+						}
+						if err != nil {
+							return false, "", err
+						}
+						return false, fmt.Sprintf("still present, finalizers %v", pg.Finalizers), nil
+					})
+				}},
+		},
+	}
+
+	// Monotonicity when members go away.
+	var depleted *metav1.Condition
+	losses := Feature{
+		Suite: suite, Name: "condition stays True when members are lost", Lane: lane,
+		Steps: []Step{
+			{A: Assertion{ID: "STA-10", Statement: "after True, evicting one member and deleting another leaves the condition True with the same lastTransitionTime", Ref: "gang-semantics §4; §11.D.23"},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					c := staGroupReady(ctx, t, l, "gang", 3, 2)
+					ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "gang-0", Namespace: l.Name}, DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: new(int64)}}
+					if err := l.Client.PolicyV1().Evictions(l.Name).Evict(ctx, ev); err != nil {
+						t.Fatalf("evict gang-0: %v", err)
+					}
+					if err := l.Client.CoreV1().Pods(l.Name).Delete(ctx, "gang-1", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+						t.Fatalf("delete gang-1: %v", err)
+					}
+					Eventually(ctx, t, l.env.d(30*time.Second), "gang-0 and gang-1 gone", func(ctx context.Context) (bool, string, error) {
+						o, err := l.Observe(ctx)
+						if err != nil {
+							return false, "", err
+						}
+						_, a := o.Pods["gang-0"]
+						_, b := o.Pods["gang-1"]
+						return !a && !b, o.String(), nil
+					})
+					Consistently(ctx, t, l.env.d(staSettle), "PodGroup gang True with its first lastTransitionTime", staUnchanged(l, "gang", c))
+					l.Canary(ctx, t)
+					if ok, state, err := staUnchanged(l, "gang", c)(ctx); err != nil || !ok {
+						t.Fatalf("after losing 2 of 3 members: %s %v", state, err)
+					}
+					depleted = c
+				}},
+			{A: Assertion{ID: "STA-11", Statement: "a later unschedulable cycle of the depleted gang (below minCount) still leaves the condition True", Ref: "gang-semantics §4; §11.D.23"},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					staRequire(t, depleted, "STA-10")
+					// One member of 2 GPUs is left on 8; two replacements of 8 GPUs each bring the
+					// gang to quorum but cannot fit, so the cycle ends below minCount.
+					repl := []scenarios.Member{
+						{Name: "gang-r0", Group: "gang", GPUs: 8},
+						{Name: "gang-r1", Group: "gang", GPUs: 8},
+					}
+					l.CreatePods(ctx, t, repl...)
+					staWaitFailuresWhileTrue(ctx, t, l, "gang", depleted, 2, names(repl)...)
+					Consistently(ctx, t, l.env.d(staSettle), "PodGroup gang True with its first lastTransitionTime", staUnchanged(l, "gang", depleted))
+				}},
+		},
+	}
+
+	// Monotonicity across a scheduler restart: the new process starts from the stored condition.
+	var restarted *metav1.Condition
+	restart := Feature{
+		Suite: suite, Name: "condition stays True across a scheduler restart", Lane: lane,
+		Serial: true, NeedsControl: true,
+		Steps: []Step{
+			{A: Assertion{ID: "STA-12", Statement: "restarting the scheduler leaves a True condition unchanged and the new scheduler binds a canary", Ref: "gang-semantics §4; §11.D.23"},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					c := staGroupReady(ctx, t, l, "gang", 2, 2)
+					rctx, cancel := context.WithTimeout(ctx, l.env.d(120*time.Second))
+					defer cancel()
+					start := time.Now()
+					if err := l.env.Cluster.Control.Restart(rctx, clusters.Scheduler); err != nil {
+						t.Fatalf("restart %s: %v", clusters.Scheduler, err)
+					}
+					t.Logf("scheduler restarted in %s", time.Since(start).Round(time.Millisecond))
+					l.Canary(ctx, t)
+					if ok, state, err := staUnchanged(l, "gang", c)(ctx); err != nil || !ok {
+						t.Fatalf("after the restart: %s %v", state, err)
+					}
+					restarted = c
+				}},
+			{A: Assertion{ID: "STA-13", Statement: "after the restart, an unschedulable cycle of that gang leaves the condition True", Ref: "gang-semantics §4; §11.D.23"},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					staRequire(t, restarted, "STA-12")
+					// Created after the restart, so only the new process can have emitted its events.
+					l.CreatePods(ctx, t, scenarios.Member{Name: "gang-late", Group: "gang", GPUs: 8})
+					staWaitFailuresWhileTrue(ctx, t, l, "gang", restarted, 1, "gang-late")
+					Consistently(ctx, t, l.env.d(staSettle), "PodGroup gang True with its first lastTransitionTime", staUnchanged(l, "gang", restarted))
+				}},
+		},
+	}
+
+	basic := Feature{
+		Suite: suite, Name: "basic group with nothing that fits", Lane: lane,
+		Steps: []Step{
+			{A: Assertion{ID: "STA-14", Statement: "a basic group of which no pod fits is False/Unschedulable with minCount (1) cannot be satisfied", Ref: "gang-semantics §4; §3.4 (basic counts as minCount 1); the incomplete-but-Scheduled case is EXP-2a"},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "basic"})
+					l.CreatePods(ctx, t, Members("basic", 2, 16)...)
+					c := l.WaitCondition(ctx, t, l.env.d(45*time.Second), "basic", metav1.ConditionFalse, "Unschedulable")
+					if !strings.Contains(c.Message, "minCount (1) cannot be satisfied") {
+						t.Errorf("message %q lacks %q", c.Message, "minCount (1) cannot be satisfied")
+					}
+				}},
+		},
+	}
+	return []Feature{stays, generation, writerFeature, protection, losses, restart, basic}
+}
+
+// staStatusPatch selects PodGroup status patches in apiserver_request_total.
+var staStatusPatch = map[string]string{"group": "scheduling.k8s.io", "resource": "podgroups", "subresource": "status", "verb": "PATCH"}
+
+func staManagers(mfs []metav1.ManagedFieldsEntry) []string {
+	out := make([]string, 0, len(mfs))
+	for _, mf := range mfs {
+		out = append(out, fmt.Sprintf("%s/%s/%q", mf.Manager, mf.Operation, mf.Subresource))
+	}
+	return out
+}

@@ -1,4 +1,323 @@
 package suites
 
-// validationFeatures is being written.
-func validationFeatures() []Feature { return nil }
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gangbench/gangbench/scenarios"
+)
+
+// The validation suite checks what the apiserver accepts and rejects (gang-semantics §2, §1.4). These
+// are API checks: they hold whatever scheduler runs, so they are the suite that must still pass when
+// the scheduler's gate is off, and must stop the run in preflight when the API is not served.
+
+// valRejection names the HTTP status a rejection must carry.
+type valRejection struct {
+	name string
+	is   func(error) bool
+}
+
+var (
+	valInvalid   = valRejection{"422 Invalid", apierrors.IsInvalid}
+	valForbidden = valRejection{"403 Forbidden", apierrors.IsForbidden}
+)
+
+// valExpectRejected fails unless err is an API error of kind whose text contains every substring.
+// cleanup is called when the request was wrongly accepted, so the lane does not keep the object.
+func valExpectRejected(t *testing.T, what string, err error, kind valRejection, cleanup func(), subs ...string) {
+	t.Helper()
+	if err == nil {
+		if cleanup != nil {
+			cleanup()
+		}
+		t.Fatalf("%s: accepted, want %s containing %q", what, kind.name, subs)
+	}
+	var se *apierrors.StatusError
+	if !errors.As(err, &se) {
+		t.Fatalf("%s: want %s, got a non-API error: %v", what, kind.name, err)
+	}
+	if !kind.is(err) {
+		t.Errorf("%s: want %s, got %d %s: %v", what, kind.name, se.ErrStatus.Code, se.ErrStatus.Reason, err)
+	}
+	for _, s := range subs {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("%s: error lacks %q: %v", what, s, err)
+		}
+	}
+	t.Logf("%s rejected as expected: %v", what, err)
+}
+
+// valCreatePG sends a PodGroup and returns the stored object or the error.
+func valCreatePG(ctx context.Context, l *Lane, pg *schedv1beta1.PodGroup) (*schedv1beta1.PodGroup, error) {
+	return l.Client.SchedulingV1beta1().PodGroups(l.Name).Create(ctx, pg, metav1.CreateOptions{})
+}
+
+func valDeletePG(ctx context.Context, l *Lane, name string) func() {
+	return func() {
+		_ = l.Client.SchedulingV1beta1().PodGroups(l.Name).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+	}
+}
+
+// valPatchPG sends a JSON merge patch of a PodGroup's spec.
+func valPatchPG(ctx context.Context, l *Lane, name, patch string) (*schedv1beta1.PodGroup, error) {
+	return l.Client.SchedulingV1beta1().PodGroups(l.Name).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+}
+
+// ownPriorityClass creates a lane-unique PriorityClass and deletes it when t ends. PriorityClasses
+// are cluster-scoped, so the name carries the lane's.
+func ownPriorityClass(ctx context.Context, t *testing.T, l *Lane, suffix string, value int32, never bool) string {
+	t.Helper()
+	name := l.Name + "-" + suffix
+	if _, err := l.Client.SchedulingV1().PriorityClasses().Create(ctx, scenarios.PriorityClass(name, value, never), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create PriorityClass %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = l.Client.SchedulingV1().PriorityClasses().Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+	})
+	return name
+}
+
+func valInt32(v int32) *int32 { return &v }
+
+func validationFeatures() []Feature {
+	const suite = "validation"
+	lane := LaneSpec{Nodes: 1, GPUsPerNode: 8}
+	ref := func(item, section string) string { return "gang-semantics §11.E." + item + "; " + section }
+
+	// gangPG builds a gang PodGroup whose policy a test then breaks.
+	gangPG := func(l *Lane, name string, minCount int32) *schedv1beta1.PodGroup {
+		pg := scenarios.PodGroup(l.Name, scenarios.Group{Name: name, MinCount: 1})
+		pg.Spec.SchedulingPolicy.Gang.MinCount = minCount
+		return pg
+	}
+
+	createRules := Feature{
+		Suite: suite, Name: "PodGroup create validation", Lane: lane,
+		Steps: []Step{
+			{A: Assertion{ID: "VAL-01", Statement: "a gang minCount of 0 is rejected 422 with Required value", Ref: ref("27", "§2.3")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					_, err := valCreatePG(ctx, l, gangPG(l, "mincount-zero", 0))
+					valExpectRejected(t, "minCount 0", err, valInvalid, valDeletePG(ctx, l, "mincount-zero"), "spec.schedulingPolicy.gang.minCount", "Required value")
+				}},
+			{A: Assertion{ID: "VAL-02", Statement: "a gang minCount of -1 is rejected 422 with must be greater than or equal to 1", Ref: ref("27", "§2.3")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					_, err := valCreatePG(ctx, l, gangPG(l, "mincount-negative", -1))
+					valExpectRejected(t, "minCount -1", err, valInvalid, valDeletePG(ctx, l, "mincount-negative"), "must be greater than or equal to 1")
+				}},
+			{A: Assertion{ID: "VAL-03", Statement: "a policy with both basic and gang is rejected 422 with must specify exactly one of", Ref: ref("27", "§2.3")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					pg := gangPG(l, "both-policies", 2)
+					pg.Spec.SchedulingPolicy.Basic = &schedv1beta1.BasicSchedulingPolicy{}
+					_, err := valCreatePG(ctx, l, pg)
+					valExpectRejected(t, "basic and gang", err, valInvalid, valDeletePG(ctx, l, pg.Name), "must specify exactly one of")
+				}},
+			{A: Assertion{ID: "VAL-04", Statement: "a policy with neither basic nor gang is rejected 422 with must specify one of", Ref: ref("27", "§2.3")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					pg := gangPG(l, "no-policy", 2)
+					pg.Spec.SchedulingPolicy.Gang = nil
+					_, err := valCreatePG(ctx, l, pg)
+					valExpectRejected(t, "neither basic nor gang", err, valInvalid, valDeletePG(ctx, l, pg.Name), "must specify one of")
+				}},
+			{A: Assertion{ID: "VAL-05", Statement: "disruptionMode all with a basic policy is accepted and read back as all", Ref: ref("29", "§2.3")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					got, err := valCreatePG(ctx, l, scenarios.PodGroup(l.Name, scenarios.Group{Name: "basic-all", DisruptionAll: true}))
+					if err != nil {
+						t.Fatalf("basic PodGroup with disruptionMode all: %v, want accepted", err)
+					}
+					if dm := got.Spec.DisruptionMode; dm == nil || dm.All == nil || dm.Single != nil {
+						t.Errorf("read-back disruptionMode %+v, want {all: {}}", dm)
+					}
+				}},
+			{A: Assertion{ID: "VAL-06", Statement: "a PodGroup created without disruptionMode reads back disruptionMode single", Ref: ref("29", "§2.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					if _, err := valCreatePG(ctx, l, gangPG(l, "default-mode", 2)); err != nil {
+						t.Fatalf("create: %v", err)
+					}
+					got, err := l.PodGroup(ctx, "default-mode")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if dm := got.Spec.DisruptionMode; dm == nil || dm.Single == nil || dm.All != nil {
+						t.Errorf("read-back disruptionMode %+v, want {single: {}}", dm)
+					}
+				}},
+			{A: Assertion{ID: "VAL-07", Statement: "a raw spec.priority 1000 without a class is rejected 403 by Priority admission (must match the priority computed (0))", Ref: ref("30", "§1.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					pg := gangPG(l, "raw-priority", 2)
+					pg.Spec.Priority = valInt32(1000)
+					_, err := valCreatePG(ctx, l, pg)
+					valExpectRejected(t, "raw priority 1000", err, valForbidden, valDeletePG(ctx, l, pg.Name),
+						"priority set in the pod group (1000) must match the priority computed (0)")
+				}},
+			{A: Assertion{ID: "VAL-08", Statement: "with a priorityClassName, admission sets spec.priority to the class value", Ref: ref("30", "§1.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					const value = 4242
+					pc := ownPriorityClass(ctx, t, l, "val08", value, false)
+					got, err := valCreatePG(ctx, l, scenarios.PodGroup(l.Name, scenarios.Group{Name: "with-class", MinCount: 2, PriorityClassName: pc}))
+					if err != nil {
+						t.Fatalf("create with class %s: %v", pc, err)
+					}
+					if got.Spec.Priority == nil || *got.Spec.Priority != value {
+						t.Errorf("read-back spec.priority %v, want %d (class %s)", valPtr(got.Spec.Priority), value, pc)
+					}
+				}},
+			{A: Assertion{ID: "VAL-09", Statement: "a workloadRef to a Workload that does not exist is accepted", Ref: ref("33", "§1.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					got, err := valCreatePG(ctx, l, scenarios.PodGroup(l.Name, scenarios.Group{Name: "dangling-ref", MinCount: 2, Workload: "no-such-workload", Template: "t0"}))
+					if err != nil {
+						t.Fatalf("PodGroup with a dangling workloadRef: %v, want accepted", err)
+					}
+					if got.Spec.WorkloadRef == nil || got.Spec.WorkloadRef.WorkloadName != "no-such-workload" {
+						t.Errorf("read-back workloadRef %+v, want no-such-workload/t0", got.Spec.WorkloadRef)
+					}
+				}},
+		},
+	}
+
+	// The update rules act on one PodGroup with every immutable field set; every patch is rejected,
+	// so each step starts from the same stored object.
+	const immutable = "immutable"
+	updateRules := Feature{
+		Suite: suite, Name: "PodGroup update validation", Lane: lane,
+		Steps: []Step{
+			{A: Assertion{ID: "VAL-10", Statement: "gang.minCount is mutable: a PATCH from 3 to 2 is accepted", Ref: ref("28", "§2.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					// The class only has to exist at create time (Priority admission runs on create).
+					pc := ownPriorityClass(ctx, t, l, "val10", 500, false)
+					if _, err := valCreatePG(ctx, l, scenarios.PodGroup(l.Name, scenarios.Group{Name: immutable, MinCount: 3, Workload: "wl-a", Template: "t0", PriorityClassName: pc})); err != nil {
+						t.Fatalf("create: %v", err)
+					}
+					got, err := valPatchPG(ctx, l, immutable, `{"spec":{"schedulingPolicy":{"gang":{"minCount":2}}}}`)
+					if err != nil {
+						t.Fatalf("minCount 3→2: %v, want accepted", err)
+					}
+					if got.Spec.SchedulingPolicy.Gang == nil || got.Spec.SchedulingPolicy.Gang.MinCount != 2 {
+						t.Errorf("read-back policy %+v, want gang minCount 2", got.Spec.SchedulingPolicy)
+					}
+				}},
+			{A: Assertion{ID: "VAL-11", Statement: "changing gang to basic is rejected 422 with field is immutable and field cannot be cleared once set", Ref: ref("28", "§2.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					_, err := valPatchPG(ctx, l, immutable, `{"spec":{"schedulingPolicy":{"gang":null,"basic":{}}}}`)
+					valExpectRejected(t, "gang→basic", err, valInvalid, nil, "field is immutable", "field cannot be cleared once set")
+				}},
+			{A: Assertion{ID: "VAL-12", Statement: "changing disruptionMode is rejected 422 with field is immutable", Ref: ref("28", "§2.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					_, err := valPatchPG(ctx, l, immutable, `{"spec":{"disruptionMode":{"single":null,"all":{}}}}`)
+					valExpectRejected(t, "disruptionMode single→all", err, valInvalid, nil, "spec.disruptionMode", "field is immutable")
+				}},
+			{A: Assertion{ID: "VAL-13", Statement: "changing workloadRef is rejected 422 with field is immutable", Ref: ref("28", "§2.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					_, err := valPatchPG(ctx, l, immutable, `{"spec":{"workloadRef":{"workloadName":"wl-b"}}}`)
+					valExpectRejected(t, "workloadRef wl-a→wl-b", err, valInvalid, nil, "spec.workloadRef", "field is immutable")
+				}},
+			{A: Assertion{ID: "VAL-14", Statement: "changing priorityClassName is rejected 422 with field is immutable", Ref: ref("28", "§2.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					classB := ownPriorityClass(ctx, t, l, "val14", 500, false)
+					_, err := valPatchPG(ctx, l, immutable, fmt.Sprintf(`{"spec":{"priorityClassName":%q}}`, classB))
+					valExpectRejected(t, "priorityClassName →"+classB, err, valInvalid, nil, "spec.priorityClassName", "field is immutable")
+				}},
+			{A: Assertion{ID: "VAL-15", Statement: "changing priority is rejected 422 with field is immutable", Ref: ref("28", "§2.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					_, err := valPatchPG(ctx, l, immutable, `{"spec":{"priority":600}}`)
+					valExpectRejected(t, "priority 500→600", err, valInvalid, nil, "spec.priority", "field is immutable")
+				}},
+		},
+	}
+
+	workloadRules := Feature{
+		Suite: suite, Name: "Workload validation", Lane: lane,
+		Steps: []Step{
+			{A: Assertion{ID: "VAL-16", Statement: "a Workload with 9 podGroupTemplates is rejected 422 with must have at most 8 items", Ref: ref("31", "§2.5")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					_, err := valCreateWorkload(ctx, l, "nine", 9, nil)
+					valExpectRejected(t, "9 templates", err, valInvalid, valDeleteWorkload(ctx, l, "nine"), "must have at most 8 items")
+				}},
+			{A: Assertion{ID: "VAL-17", Statement: "adding a podGroupTemplate on update is rejected 422 with item may not be added", Ref: ref("31", "§2.5")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					if _, err := valCreateWorkload(ctx, l, "two", 2, nil); err != nil {
+						t.Fatalf("create Workload with 2 templates: %v", err)
+					}
+					_, err := valPatchTemplates(ctx, l, "two", 3)
+					valExpectRejected(t, "2→3 templates", err, valInvalid, nil, "item may not be added")
+				}},
+			{A: Assertion{ID: "VAL-18", Statement: "removing a podGroupTemplate on update is rejected 422 with item may not be removed", Ref: ref("31", "§2.5")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					_, err := valPatchTemplates(ctx, l, "two", 1)
+					valExpectRejected(t, "2→1 templates", err, valInvalid, nil, "item may not be removed")
+				}},
+			{A: Assertion{ID: "VAL-19", Statement: "templates with different priorityClassName are rejected 422 with detected multiple priority configurations", Ref: ref("31", "§2.5")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					_, err := valCreateWorkload(ctx, l, "mixed", 2, []string{l.Name + "-a", l.Name + "-b"})
+					valExpectRejected(t, "templates with classes a and b", err, valInvalid, valDeleteWorkload(ctx, l, "mixed"), "detected multiple priority configurations")
+				}},
+		},
+	}
+
+	podRules := Feature{
+		Suite: suite, Name: "Pod schedulingGroup validation", Lane: lane,
+		Steps: []Step{
+			{A: Assertion{ID: "VAL-20", Statement: "changing a Pod's spec.schedulingGroup is rejected 422 with pod updates may not change fields other than", Ref: ref("32", "§2.6")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					// Gated, so the scheduler never acts on it: this is an API check only.
+					l.CreatePods(ctx, t, scenarios.Member{Name: "member", Group: "group-a", Gated: true})
+					_, err := l.Client.CoreV1().Pods(l.Name).Patch(ctx, "member", types.MergePatchType,
+						[]byte(`{"spec":{"schedulingGroup":{"podGroupName":"group-b"}}}`), metav1.PatchOptions{})
+					valExpectRejected(t, "schedulingGroup group-a→group-b", err, valInvalid, nil, "pod updates may not change fields other than")
+				}},
+			{A: Assertion{ID: "VAL-21", Statement: "a Pod with podGroupName Bad_Name is rejected 422 with the RFC 1123 subdomain message", Ref: ref("32", "§2.6")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					p := l.Pod(scenarios.Member{Name: "bad-group", Group: "Bad_Name", Gated: true})
+					_, err := l.Client.CoreV1().Pods(l.Name).Create(ctx, p, metav1.CreateOptions{})
+					valExpectRejected(t, "podGroupName Bad_Name", err, valInvalid, func() {
+						_ = l.Client.CoreV1().Pods(l.Name).Delete(context.WithoutCancel(ctx), p.Name, metav1.DeleteOptions{})
+					}, "spec.schedulingGroup.podGroupName", "a lowercase RFC 1123 subdomain must consist of")
+				}},
+		},
+	}
+	return []Feature{createRules, updateRules, workloadRules, podRules}
+}
+
+// valCreateWorkload creates a Workload with n basic templates t0…; classes, when given, are the
+// templates' priorityClassNames in order.
+func valCreateWorkload(ctx context.Context, l *Lane, name string, n int, classes []string) (*schedv1beta1.Workload, error) {
+	ts := make([]scenarios.Template, n)
+	for i := range ts {
+		ts[i] = scenarios.Template{Name: fmt.Sprintf("t%d", i)}
+		if i < len(classes) {
+			ts[i].PriorityClassName = classes[i]
+		}
+	}
+	return l.Client.SchedulingV1beta1().Workloads(l.Name).Create(ctx, scenarios.Workload(l.Name, name, ts...), metav1.CreateOptions{})
+}
+
+func valDeleteWorkload(ctx context.Context, l *Lane, name string) func() {
+	return func() {
+		_ = l.Client.SchedulingV1beta1().Workloads(l.Name).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+	}
+}
+
+// valPatchTemplates replaces a Workload's template list by n basic templates t0… (a merge patch
+// replaces lists whole, so this adds or removes items at the end).
+func valPatchTemplates(ctx context.Context, l *Lane, name string, n int) (*schedv1beta1.Workload, error) {
+	items := make([]string, n)
+	for i := range items {
+		items[i] = fmt.Sprintf(`{"name":"t%d","schedulingPolicy":{"basic":{}}}`, i)
+	}
+	patch := `{"spec":{"podGroupTemplates":[` + strings.Join(items, ",") + `]}}`
+	return l.Client.SchedulingV1beta1().Workloads(l.Name).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+}
+
+func valPtr(p *int32) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprint(*p)
+}

@@ -103,7 +103,7 @@ func (m *Monitor) Start(ctx context.Context) error {
 	m.lifecycle.Lock()
 	defer m.lifecycle.Unlock()
 	if m.started {
-		return errors.New("monitor: already started")
+		return errors.New("monitor: Start called twice; a Monitor is single-use")
 	}
 	if m.cs == nil {
 		return errors.New("monitor: no clientset")

@@ -1,0 +1,139 @@
+package suites
+
+import (
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gangbench/gangbench/results"
+)
+
+// testEvent is one line of `go tool test2json` output.
+type testEvent struct {
+	Action  string
+	Test    string
+	Elapsed float64
+	Output  string
+}
+
+// measurementRE is how a step reports a number: t.Logf("measurement bindSpreadSeconds=%.3f", …).
+var measurementRE = regexp.MustCompile(`measurement ([A-Za-z0-9_]+)=([-+0-9.eE]+)`)
+
+// Collector turns the test2json stream of a suite run into result cases, keyed by assertion ID, so
+// the CLI can print one line per assertion as it finishes and write run.json at the end.
+type Collector struct {
+	catalogue map[string]Assertion
+	cases     map[string]*results.Case
+	order     []string
+	output    map[string][]string // test name -> output lines
+	onCase    func(results.Case)
+	// Setup failures (a lane that could not be created) fail a feature without an assessment; they
+	// are kept so the run does not look green.
+	featureFailures []results.Case
+	failedFeatures  map[string]bool // features with at least one failed assessment
+}
+
+// NewCollector returns a collector; onCase (may be nil) is called as each assertion finishes.
+func NewCollector(cat []Assertion, onCase func(results.Case)) *Collector {
+	m := map[string]Assertion{}
+	for _, a := range cat {
+		m[a.ID] = a
+	}
+	return &Collector{catalogue: m, cases: map[string]*results.Case{}, output: map[string][]string{}, onCase: onCase, failedFeatures: map[string]bool{}}
+}
+
+// Line consumes one line; lines that are not test2json events (a build error, say) are ignored.
+func (c *Collector) Line(b []byte) {
+	var ev testEvent
+	if err := json.Unmarshal(b, &ev); err != nil || ev.Test == "" {
+		return
+	}
+	switch ev.Action {
+	case "output":
+		out := strings.TrimRight(ev.Output, "\n")
+		if strings.HasPrefix(strings.TrimSpace(out), "=== ") || strings.HasPrefix(strings.TrimSpace(out), "--- ") {
+			return
+		}
+		lines := c.output[ev.Test]
+		if len(lines) < 400 {
+			c.output[ev.Test] = append(lines, out)
+		}
+	case "pass", "fail", "skip":
+		c.finish(ev)
+	}
+}
+
+func (c *Collector) finish(ev testEvent) {
+	parts := strings.SplitN(ev.Test, "/", 3)
+	verdict := map[string]results.Verdict{"pass": results.Pass, "fail": results.Fail, "skip": results.Skip}[ev.Action]
+	if len(parts) == 2 && ev.Action == "fail" {
+		// A feature failed; if none of its assessments did, its setup did. Recorded at the end.
+		if c.failedFeatures[ev.Test] {
+			return
+		}
+		c.featureFailures = append(c.featureFailures, results.Case{
+			ID: "SETUP", Suite: strings.ToLower(strings.TrimPrefix(parts[0], "Test")), Name: strings.ReplaceAll(parts[1], "_", " "),
+			Verdict: results.Error, Duration: dur(ev.Elapsed), Message: c.message(ev.Test),
+		})
+		return
+	}
+	if len(parts) != 3 {
+		return
+	}
+	id, statement := ParseName(parts[2])
+	a, ok := c.catalogue[id]
+	if !ok {
+		a = Assertion{ID: id, Statement: statement, Suite: strings.ToLower(strings.TrimPrefix(parts[0], "Test"))}
+	}
+	cs := results.Case{ID: id, Suite: a.Suite, Name: a.Statement, Ref: a.Ref, Verdict: verdict, Duration: dur(ev.Elapsed)}
+	if verdict != results.Pass {
+		cs.Message = c.message(ev.Test)
+	}
+	if verdict == results.Fail {
+		c.failedFeatures[parts[0]+"/"+parts[1]] = true
+	}
+	for _, l := range c.output[ev.Test] {
+		if m := measurementRE.FindStringSubmatch(l); m != nil {
+			if v, err := strconv.ParseFloat(m[2], 64); err == nil {
+				if cs.Measurements == nil {
+					cs.Measurements = map[string]float64{}
+				}
+				cs.Measurements[m[1]] = v
+			}
+		}
+	}
+	if _, seen := c.cases[id]; !seen {
+		c.order = append(c.order, id)
+	}
+	c.cases[id] = &cs
+	if c.onCase != nil {
+		c.onCase(cs)
+	}
+}
+
+// message is the test's own output, without the framework's file:line prefixes' indentation.
+func (c *Collector) message(test string) string {
+	lines := c.output[test]
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
+		out = append(out, strings.TrimSpace(l))
+	}
+	return strings.TrimSpace(strings.Join(out, "\n"))
+}
+
+func dur(sec float64) time.Duration { return time.Duration(sec * float64(time.Second)) }
+
+// Cases returns the assertions seen, in the order they finished, then setup failures.
+func (c *Collector) Cases() []results.Case {
+	out := make([]results.Case, 0, len(c.order)+len(c.featureFailures))
+	for _, id := range c.order {
+		out = append(out, *c.cases[id])
+	}
+	out = append(out, c.featureFailures...)
+	return out
+}

@@ -1,0 +1,110 @@
+package suites_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// These tests prove that the suites can fail: they run the suite binary (this test binary, re-executed
+// with other flags) against a cluster that is wrong in a known way and assert that the suites notice.
+// A suite that passes against a broken scheduler is a bug in the suite.
+
+var failLineRE = regexp.MustCompile(`--- FAIL: (Test[A-Za-z]+)/[^/]+/([A-Z]+-[0-9A-Za-z]+)`)
+
+// runSuiteBinary re-executes this binary as a suite run and returns its exit error, output and the
+// failed assertion IDs per top-level test.
+func runSuiteBinary(t *testing.T, testRE string, args ...string) (error, string, map[string][]string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	argv := append([]string{"-test.run=" + testRE, "-test.v", "-test.count=1", "-run-dir", filepath.Join(t.TempDir(), "run")}, args...)
+	cmd := exec.CommandContext(ctx, os.Args[0], argv...)
+	cmd.Env = append(os.Environ(), "GANGBENCH_PROOF_CHILD=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	failed := map[string][]string{}
+	for _, m := range failLineRE.FindAllStringSubmatch(out.String(), -1) {
+		failed[m[1]] = append(failed[m[1]], m[2])
+	}
+	for k := range failed {
+		sort.Strings(failed[k])
+	}
+	return err, out.String(), failed
+}
+
+func skipUnlessProof(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts real clusters; skipped with -short")
+	}
+	if os.Getenv("GANGBENCH_PROOF_CHILD") == "1" {
+		t.Skip("inside a proof run")
+	}
+}
+
+// TestProofGangSchedulingOff runs the behavioural suites against a scheduler with GenericWorkload=false
+// (it ignores PodGroups and schedules pods one by one). Every behavioural suite must report failures.
+func TestProofGangSchedulingOff(t *testing.T) {
+	skipUnlessProof(t)
+	err, out, failed := runSuiteBinary(t, "^(TestExperiments|TestBarriers|TestMinCount|TestPreemption|TestStatus)$",
+		"-scheduler-feature-gates", "GenericWorkload=false")
+	t.Logf("failed assertions against a scheduler without gang scheduling: %v", failed)
+	if err == nil {
+		t.Fatalf("the suites passed against a scheduler with gang scheduling off:\n%s", tail(out, 60))
+	}
+	for _, test := range []string{"TestExperiments", "TestBarriers", "TestMinCount", "TestPreemption", "TestStatus"} {
+		if len(failed[test]) == 0 {
+			t.Errorf("%s reported no failure against a scheduler with gang scheduling off", test)
+		}
+	}
+	// The defining gang behaviours must be among them.
+	for _, id := range []string{"EXP-1b", "BAR-04", "MIN-01"} {
+		if !strings.Contains(out, "--- FAIL") || !containsID(failed, id) {
+			t.Errorf("%s did not fail against a scheduler with gang scheduling off", id)
+		}
+	}
+}
+
+// TestProofGangAPIOff starts a cluster whose apiserver does not serve scheduling.k8s.io/v1beta1: the
+// run must stop before any test with an error that names the missing runtime-config.
+func TestProofGangAPIOff(t *testing.T) {
+	skipUnlessProof(t)
+	err, out, failed := runSuiteBinary(t, "^TestBarriers$", "-runtime-config", "scheduling.k8s.io/v1beta1=false")
+	if err == nil {
+		t.Fatalf("the run succeeded against an apiserver without the gang API:\n%s", tail(out, 40))
+	}
+	if !strings.Contains(out, "--runtime-config=scheduling.k8s.io/v1beta1=true") {
+		t.Errorf("the error does not say which runtime-config is missing:\n%s", tail(out, 40))
+	}
+	if strings.Contains(out, "=== RUN") || len(failed) > 0 {
+		t.Errorf("tests ran although the preflight should have stopped the run:\n%s", tail(out, 40))
+	}
+}
+
+func containsID(failed map[string][]string, id string) bool {
+	for _, ids := range failed {
+		for _, x := range ids {
+			if x == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
