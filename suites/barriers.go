@@ -36,7 +36,7 @@ const bmForeignScheduler = "gangbench-unknown-scheduler"
 func barrierFeatures() []Feature {
 	one := LaneSpec{Nodes: 1, GPUsPerNode: 8}
 	var winner, loser string
-	return []Feature{
+	return bmReadyLanes([]Feature{
 		{
 			Suite: "barriers", Name: "barriers: gang API served and schedulingGroup kept", Lane: LaneSpec{Nodes: 1, GPUsPerNode: 1},
 			Steps: []Step{
@@ -203,15 +203,17 @@ func barrierFeatures() []Feature {
 					}},
 			},
 		},
-	}
+	})
 }
 
 // bmGateFeature checks that one member with spec.schedulingGates blocks its whole group (gang when
 // minCount > 0, else basic) and that removing the gate releases all of it.
 func bmGateFeature(kind string, minCount int32, holdID, releaseID string) Feature {
 	group := "gated-" + kind
+	// The gated member comes first: a basic group's first ungated member would otherwise be
+	// scheduled, rightly, before its gated sibling exists.
 	ms := Members(group, 3, 2)
-	ms[2].Gated = true
+	ms[0].Gated = true
 	label := "a gang (minCount 3)"
 	if minCount == 0 {
 		label = "a basic group"
@@ -223,20 +225,61 @@ func bmGateFeature(kind string, minCount int32, holdID, releaseID string) Featur
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
 					l.CreatePodGroup(ctx, t, scenarios.Group{Name: group, MinCount: minCount})
 					l.CreatePods(ctx, t, ms...)
-					bmHoldFor(ctx, t, l, l.env.d(bmHoldWindow), bmHold{Untouched: names(ms[:2]), Unbound: []string{ms[2].Name}, Group: group})
+					bmHoldFor(ctx, t, l, l.env.d(bmHoldWindow), bmHold{Untouched: names(ms[1:]), Unbound: []string{ms[0].Name}, Group: group})
 					bmProveLooking(ctx, t, l, "gated", len(ms))
 				}},
 			{A: Assertion{ID: releaseID, Statement: "removing the scheduling gate binds every member of " + label, Ref: bmSemRef + "A.6"},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
 					patch := []byte(`[{"op":"replace","path":"/spec/schedulingGates","value":[]}]`)
-					if _, err := l.Client.CoreV1().Pods(l.Name).Patch(ctx, ms[2].Name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
-						t.Fatalf("remove the scheduling gate of %s: %v", ms[2].Name, err)
+					if _, err := l.Client.CoreV1().Pods(l.Name).Patch(ctx, ms[0].Name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+						t.Fatalf("remove the scheduling gate of %s: %v", ms[0].Name, err)
 					}
 					l.WaitBound(ctx, t, l.env.d(30*time.Second), names(ms)...)
 					l.WaitCondition(ctx, t, l.env.d(30*time.Second), group, metav1.ConditionTrue, "Scheduled")
 				}},
 		},
 	}
+}
+
+// bmReadyLanes makes the first step of every feature wait until the lane's nodes carry no taint
+// but the lane's own. NewLane waits for Ready=True, but the apiserver's TaintNodesByCondition
+// admission gives every new node node.kubernetes.io/not-ready, which the node lifecycle controller
+// removes only a moment later; a gang tried in that moment is rejected for a reason that has
+// nothing to do with gangs.
+func bmReadyLanes(fs []Feature) []Feature {
+	for i := range fs {
+		if len(fs[i].Steps) == 0 {
+			continue
+		}
+		steps := slices.Clone(fs[i].Steps)
+		first := steps[0].Fn
+		steps[0].Fn = func(ctx context.Context, t *testing.T, l *Lane) {
+			t.Helper()
+			bmWaitUntainted(ctx, t, l)
+			first(ctx, t, l)
+		}
+		fs[i].Steps = steps
+	}
+	return fs
+}
+
+func bmWaitUntainted(ctx context.Context, t *testing.T, l *Lane) {
+	t.Helper()
+	Eventually(ctx, t, l.env.d(60*time.Second), "lane nodes without taints other than "+LaneLabel, func(ctx context.Context) (bool, string, error) {
+		list, err := l.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LaneLabel + "=" + l.Name})
+		if err != nil {
+			return false, "", err
+		}
+		var extra []string
+		for _, n := range list.Items {
+			for _, taint := range n.Spec.Taints {
+				if taint.Key != LaneLabel {
+					extra = append(extra, n.Name+":"+taint.Key)
+				}
+			}
+		}
+		return len(list.Items) == len(l.Nodes) && len(extra) == 0, fmt.Sprintf("%d/%d nodes, extra taints %v", len(list.Items), len(l.Nodes), extra), nil
+	})
 }
 
 // bmHold is what must stay true during a negative window.

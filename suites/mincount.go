@@ -37,7 +37,7 @@ func minCountFeatures() []Feature {
 	one := LaneSpec{Nodes: 1, GPUsPerNode: 8}
 	var thresholdUnbound string
 	var rejected *metav1.Condition
-	return []Feature{
+	return bmReadyLanes([]Feature{
 		{
 			// 8 GPUs, a 2-GPU blocker: room for exactly 3 members of 2 GPUs.
 			Suite: "mincount", Name: "mincount: minCount is a threshold", Lane: one,
@@ -45,9 +45,13 @@ func minCountFeatures() []Feature {
 				{A: Assertion{ID: "MIN-01", Statement: "minCount 3, 4 members, room for 3: exactly 3 bind and the 4th gets FailedScheduling \"0/N nodes are available\"", Ref: bmSemRef + "B.8; §3.6"},
 					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
 						mcBlocker(ctx, t, l, "blocker", 2)
-						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "thr", MinCount: 3})
+						// The members wait for their PodGroup, so one cycle sees all 4. Created the
+						// other way round, the 4th can arrive just after the first 3 were placed, and
+						// the stock v1.37.2 scheduler then overwrites True with False (its informer
+						// has not yet seen its own True): a status bug, the status suite's business.
 						ms := Members("thr", 4, 2)
 						l.CreatePods(ctx, t, ms...)
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "thr", MinCount: 3})
 						o := l.WaitDecided(ctx, t, l.env.d(60*time.Second), names(ms)...)
 						t.Logf("%s", o)
 						if o.Bound("thr") != 3 || o.Count("thr", Unschedulable) != 1 {
@@ -229,9 +233,10 @@ func minCountFeatures() []Feature {
 					}},
 				{A: Assertion{ID: "MIN-12", Statement: "a basic PodGroup of 4 on room for 2 binds 2, the others get their own fit error, and it is True/Scheduled", Ref: bmSemRef + "B.12; §3.6"},
 					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "part"})
+						// PodGroup last, so that one cycle sees all 4 (see MIN-01).
 						ms := Members("part", 4, 2)
 						l.CreatePods(ctx, t, ms...)
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "part"})
 						o := l.WaitDecided(ctx, t, l.env.d(60*time.Second), names(ms)...)
 						t.Logf("%s", o)
 						if o.Bound("part") != 2 || o.Count("part", Unschedulable) != 2 {
@@ -293,7 +298,7 @@ func minCountFeatures() []Feature {
 					}},
 			},
 		},
-	}
+	})
 }
 
 // mcBlocker creates a standalone pod holding gpus on the lane and waits until it is bound.

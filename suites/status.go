@@ -153,6 +153,7 @@ func statusFeatures() []Feature {
 
 	// D.24: observedGeneration follows spec changes the scheduler acted on.
 	var gen1 int64
+	var unschedulable bool
 	generation := Feature{
 		Suite: suite, Name: "observedGeneration follows a minCount change", Lane: lane,
 		Steps: []Step{
@@ -168,11 +169,11 @@ func statusFeatures() []Feature {
 					if c.ObservedGeneration != pg.Generation {
 						t.Errorf("observedGeneration %d, metadata.generation %d", c.ObservedGeneration, pg.Generation)
 					}
-					gen1 = pg.Generation
+					gen1, unschedulable = pg.Generation, true
 				}},
 			{A: Assertion{ID: "STA-04", Statement: "a minCount PATCH is accepted and bumps metadata.generation", Ref: ref("24", "§2.4")},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-					if gen1 == 0 {
+					if !unschedulable {
 						t.Skip("needs the unschedulable gang STA-03 establishes")
 					}
 					pg, err := l.Client.SchedulingV1beta1().PodGroups(l.Name).Patch(ctx, "gang", types.MergePatchType,
@@ -180,13 +181,14 @@ func statusFeatures() []Feature {
 					if err != nil {
 						t.Fatalf("patch minCount 3→2: %v", err)
 					}
+					t.Logf("metadata.generation %d → %d", gen1, pg.Generation)
 					if pg.Generation <= gen1 {
 						t.Errorf("metadata.generation %d after the patch, want > %d", pg.Generation, gen1)
 					}
 				}},
 			{A: Assertion{ID: "STA-05", Statement: "the scheduler's next write after the minCount PATCH carries the new generation (True/Scheduled, 2 of 3 bound)", Ref: ref("24", "§4; §3.6")},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-					if gen1 == 0 {
+					if !unschedulable {
 						t.Skip("needs the unschedulable gang STA-03 establishes")
 					}
 					var want int64

@@ -187,17 +187,33 @@ func WriteJSON(w io.Writer, ts []Transition) error {
 	return err
 }
 
-// ReadJSON reads a timeline written by WriteJSON (or by hand). It rejects entries Check could not
-// judge correctly: a missing UID would merge unrelated objects, and an unknown event would be
-// mistaken for a modification.
+// ReadJSON reads a timeline written by WriteJSON (or by hand), or any JSON object that holds one
+// under "transitions", such as a run report, so a finished run can be re-checked offline. It
+// rejects entries Check could not judge correctly: a missing UID would merge unrelated objects, and
+// an unknown event would be mistaken for a modification.
 func ReadJSON(r io.Reader) ([]Transition, error) {
 	dec := json.NewDecoder(r)
-	var ts []Transition
-	if err := dec.Decode(&ts); err != nil {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("read timeline: %w", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("read timeline: data after the JSON array")
+		return nil, errors.New("read timeline: data after the JSON value")
+	}
+	var ts []Transition
+	if trimmed := bytes.TrimSpace(raw); len(trimmed) > 0 && trimmed[0] == '{' {
+		var report struct {
+			Transitions *[]Transition `json:"transitions"`
+		}
+		if err := json.Unmarshal(raw, &report); err != nil {
+			return nil, fmt.Errorf("read timeline: %w", err)
+		}
+		if report.Transitions == nil {
+			return nil, errors.New(`read timeline: JSON object has no "transitions"`)
+		}
+		ts = *report.Transitions
+	} else if err := json.Unmarshal(raw, &ts); err != nil {
+		return nil, fmt.Errorf("read timeline: %w", err)
 	}
 	for i, t := range ts {
 		if t.UID == "" {

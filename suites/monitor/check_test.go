@@ -252,13 +252,31 @@ here`, 1, t0.Add(2*time.Second))),
 	}
 }
 
+func TestReadJSONRunReport(t *testing.T) {
+	// The shape of a harness run report: the timeline plus fields ReadJSON does not need.
+	in := `{"podGroups": 1, "transitions": [
+	  {"time": "2026-07-01T16:02:01.123Z", "namespace": "team", "name": "a", "uid": "u", "event": "added",
+	   "to": {"type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled", "lastTransitionTime": "2026-07-01T16:02:01Z", "message": ""}},
+	  {"time": "2026-07-01T16:02:05.456Z", "namespace": "team", "name": "a", "uid": "u", "event": "modified",
+	   "to": {"type": "PodGroupInitiallyScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": "2026-07-01T16:02:05Z", "message": ""}}
+	], "violations": []}`
+	ts, err := ReadJSON(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vs := Check(ts); len(ts) != 2 || len(vs) != 1 {
+		t.Fatalf("got %d transitions, violations %v", len(ts), vs)
+	}
+}
+
 func TestReadJSONRejects(t *testing.T) {
 	for name, in := range map[string]string{
-		"malformed":     `[{"uid": "u", "event": "added"`,
-		"not an array":  `{"uid": "u"}`,
-		"missing uid":   `[{"name": "a", "event": "added"}]`,
-		"unknown event": `[{"uid": "u", "event": "bound"}]`,
-		"trailing data": `[] []`,
+		"malformed":      `[{"uid": "u", "event": "added"`,
+		"not a timeline": `{"uid": "u"}`,
+		"not an array":   `"uid"`,
+		"missing uid":    `[{"name": "a", "event": "added"}]`,
+		"unknown event":  `[{"uid": "u", "event": "bound"}]`,
+		"trailing data":  `[] []`,
 	} {
 		if _, err := ReadJSON(strings.NewReader(in)); err == nil {
 			t.Errorf("%s: no error", name)

@@ -135,18 +135,21 @@ func (m *Monitor) Start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("monitor: %w", err)
 	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { m.observeObject(obj, EventAdded) },
 		UpdateFunc: func(_, obj any) { m.observeObject(obj, EventModified) },
 		DeleteFunc: func(obj any) { m.observeObject(obj, EventDeleted) },
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("monitor: add handler: %w", err)
 	}
 
 	stopCh := make(chan struct{})
 	factory.Start(stopCh)
 	m.started, m.stopCh, m.factory = true, stopCh, factory
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+	// The registration, not the informer: it syncs only once our handler has been called for the
+	// initial list, which is what "observed at return" promises.
+	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		m.stopLocked()
 		return fmt.Errorf("monitor: PodGroup informer did not sync: %w", context.Cause(ctx))
 	}
