@@ -396,6 +396,7 @@ func bmPendingAtLeast(ctx context.Context, t *testing.T, l *Lane, queue string, 
 		t.Errorf("the scheduler does not export scheduler_pending_pods")
 		return
 	}
+	t.Logf("scheduler_pending_pods{queue=%q} = %v (this lane: %d)", queue, got, want)
 	if got < float64(want) {
 		t.Errorf("scheduler_pending_pods{queue=%q} = %v while %d of this lane's pods wait there, want >= %d", queue, got, want, want)
 	}

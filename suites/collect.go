@@ -33,6 +33,9 @@ type Collector struct {
 	// are kept so the run does not look green.
 	featureFailures []results.Case
 	failedFeatures  map[string]bool // features with at least one failed assessment
+	// failedFeatureNames holds the same features by their declared name, for the catalogue lookup.
+	failedFeatureNames map[string]bool
+	catalogueOrder     []Assertion
 }
 
 // NewCollector returns a collector; onCase (may be nil) is called as each assertion finishes.
@@ -41,7 +44,7 @@ func NewCollector(cat []Assertion, onCase func(results.Case)) *Collector {
 	for _, a := range cat {
 		m[a.ID] = a
 	}
-	return &Collector{catalogue: m, cases: map[string]*results.Case{}, output: map[string][]string{}, onCase: onCase, failedFeatures: map[string]bool{}}
+	return &Collector{catalogue: m, cases: map[string]*results.Case{}, output: map[string][]string{}, onCase: onCase, failedFeatures: map[string]bool{}, failedFeatureNames: map[string]bool{}, catalogueOrder: cat}
 }
 
 // Line consumes one line; lines that are not test2json events (a build error, say) are ignored.
@@ -93,6 +96,7 @@ func (c *Collector) finish(ev testEvent) {
 	}
 	if verdict == results.Fail {
 		c.failedFeatures[parts[0]+"/"+parts[1]] = true
+		c.failedFeatureNames[strings.ReplaceAll(parts[1], "_", " ")] = true
 	}
 	for _, l := range c.output[ev.Test] {
 		if m := measurementRE.FindStringSubmatch(l); m != nil {
@@ -133,6 +137,15 @@ func (c *Collector) Cases() []results.Case {
 	out := make([]results.Case, 0, len(c.order)+len(c.featureFailures))
 	for _, id := range c.order {
 		out = append(out, *c.cases[id])
+	}
+	// e2e-framework stops a feature at its first fatal step; the steps it never ran are reported as
+	// skipped, so a reader sees them instead of a shorter list.
+	for _, a := range c.catalogueOrder {
+		if _, seen := c.cases[a.ID]; seen || !c.failedFeatureNames[a.Feature] {
+			continue
+		}
+		out = append(out, results.Case{ID: a.ID, Suite: a.Suite, Name: a.Statement, Ref: a.Ref, Verdict: results.Skip,
+			Message: "not run: an earlier step of feature \"" + a.Feature + "\" failed"})
 	}
 	out = append(out, c.featureFailures...)
 	return out

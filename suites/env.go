@@ -80,6 +80,8 @@ type Assertion struct {
 	Statement string
 	// Ref points into gang-semantics-v1.37.md (section and item).
 	Ref string
+	// Feature is the scenario the assertion is checked in (set by Catalogue).
+	Feature string
 }
 
 // Name is the assessment name: ID first, so `go test -run '/BAR-03'` selects it.

@@ -92,6 +92,7 @@ func Catalogue(fs []Feature) []Assertion {
 		for _, s := range f.Steps {
 			a := s.A
 			a.Suite = f.Suite
+			a.Feature = f.Name
 			out = append(out, a)
 		}
 	}

@@ -252,6 +252,15 @@ func SuiteNames() []string {
 	return []string{"experiments", "barriers", "mincount", "preemption", "status", "validation", "observability"}
 }
 
+// TestFunc is the Go test that runs a suite (suites/conformance_test.go), for -test.run filters.
+func TestFunc(suite string) string {
+	return map[string]string{
+		"experiments": "TestExperiments", "barriers": "TestBarriers", "mincount": "TestMinCount",
+		"preemption": "TestPreemption", "status": "TestStatus", "validation": "TestValidation",
+		"observability": "TestObservability",
+	}[suite]
+}
+
 // Select returns the features of the named suites (all when names is empty); unknown names are an
 // error listing the accepted ones.
 func Select(all []Feature, names []string) ([]Feature, error) {

@@ -282,10 +282,11 @@ func (r *recorder) describe(names ...string) string {
 }
 
 // waitPreempted waits until the watch saw each named pod deleted, then checks that each carried
-// DisruptionTarget=True/PreemptionByScheduler with the podgroup message before it went.
+// DisruptionTarget=True/PreemptionByScheduler with the podgroup message before it went. Failures are
+// reported with t.Error so that the feature's later assertions still run.
 func waitPreempted(ctx context.Context, t *testing.T, l *Lane, r *recorder, victims ...string) {
 	t.Helper()
-	Eventually(ctx, t, l.env.d(90*time.Second), fmt.Sprintf("victims %v deleted", victims), func(context.Context) (bool, string, error) {
+	err := Poll(ctx, l.env.d(90*time.Second), fmt.Sprintf("victims %v deleted", victims), func(context.Context) (bool, string, error) {
 		for _, v := range victims {
 			if !r.get(v).deleted {
 				return false, r.describe(victims...), nil
@@ -293,12 +294,17 @@ func waitPreempted(ctx context.Context, t *testing.T, l *Lane, r *recorder, vict
 		}
 		return true, "", nil
 	})
+	if err != nil {
+		t.Error(err)
+	}
 	want := l.env.SchedulerName + ": " + msgVictimCondition
 	for _, v := range victims {
-		c := r.get(v).disruption
+		rec := r.get(v)
+		c := rec.disruption
 		switch {
-		case c == nil:
+		case c == nil && rec.deleted:
 			t.Errorf("victim %s was deleted without a DisruptionTarget condition", v)
+		case c == nil:
 		case c.Status != corev1.ConditionTrue || c.Reason != corev1.PodReasonPreemptionByScheduler || !strings.Contains(c.Message, want):
 			t.Errorf("victim %s: DisruptionTarget %s/%s %q, want True/%s containing %q", v, c.Status, c.Reason, c.Message, corev1.PodReasonPreemptionByScheduler, want)
 		}
@@ -361,18 +367,25 @@ func keepRunning(ctx context.Context, t *testing.T, l *Lane, r *recorder, window
 }
 
 // waitGroupMessage waits until the PodGroup's condition is status/reason with a message containing
-// every substring, and returns it.
+// every substring. A timeout is reported with t.Error (later assertions still run) and returns nil.
 func waitGroupMessage(ctx context.Context, t *testing.T, l *Lane, timeout time.Duration, group string, status metav1.ConditionStatus, reason string, subs ...string) *metav1.Condition {
 	t.Helper()
 	var got *metav1.Condition
-	Eventually(ctx, t, timeout, fmt.Sprintf("PodGroup %s %s=%s/%s with a message containing %q", group, ConditionType, status, reason, subs), func(ctx context.Context) (bool, string, error) {
+	last := "PodGroup not read yet"
+	err := Poll(ctx, timeout, fmt.Sprintf("PodGroup %s %s=%s/%s with a message containing %q", group, ConditionType, status, reason, subs), func(ctx context.Context) (bool, string, error) {
 		pg, err := l.PodGroup(ctx, group)
 		if err != nil {
-			return false, "", err
+			// Keep the last condition seen: the final read fails when the deadline passes.
+			return false, last, err
 		}
 		got = GroupCondition(pg)
-		return got != nil && got.Status == status && got.Reason == reason && containsAll(got.Message, subs), describeCondition(got), nil
+		last = describeCondition(got)
+		return got != nil && got.Status == status && got.Reason == reason && containsAll(got.Message, subs), last, nil
 	})
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
 	return got
 }
 
@@ -456,10 +469,33 @@ func fullPreemptionFeature() []Feature {
 					if pgUID == "" {
 						t.Fatal("the gang was not created (PRE-01 failed early)")
 					}
+					want := "Preempted by podgroup " + pgUID + " on node cluster"
 					for _, v := range victimSet {
-						e := l.WaitEvent(ctx, t, l.env.d(30*time.Second), v, "Preempted", "Preempted by podgroup "+pgUID+" on node cluster")
-						if e.Related == nil || e.Related.Kind != "PodGroup" || e.Related.Name != gang {
-							t.Errorf("Preempted event of %s: related %+v, want PodGroup %s", v, e.Related, gang)
+						var found *corev1.Event
+						seen := "no events listed yet"
+						err := Poll(ctx, l.env.d(30*time.Second), fmt.Sprintf("a Preempted event on %s containing %q", v, want), func(ctx context.Context) (bool, string, error) {
+							evs, err := l.Events(ctx, v)
+							if err != nil {
+								return false, seen, err
+							}
+							var msgs []string
+							for i := range evs {
+								if evs[i].Reason != "Preempted" {
+									continue
+								}
+								msgs = append(msgs, evs[i].Message)
+								if strings.Contains(evs[i].Message, want) {
+									found = &evs[i]
+								}
+							}
+							seen = fmt.Sprintf("Preempted events: %q", msgs)
+							return found != nil, seen, nil
+						})
+						switch {
+						case err != nil:
+							t.Error(err)
+						case found.Related == nil || found.Related.Kind != "PodGroup" || found.Related.Name != gang:
+							t.Errorf("Preempted event of %s: related %+v, want PodGroup %s", v, found.Related, gang)
 						}
 					}
 				}},
@@ -468,17 +504,21 @@ func fullPreemptionFeature() []Feature {
 					if rec == nil {
 						t.Fatal("no watch (PRE-01 failed early)")
 					}
-					Eventually(ctx, t, l.env.d(90*time.Second), fmt.Sprintf("the watch to see %v bound", gangPods), func(context.Context) (bool, string, error) {
+					err := Poll(ctx, l.env.d(90*time.Second), fmt.Sprintf("the watch to see %v nominated or bound", gangPods), func(context.Context) (bool, string, error) {
 						for _, p := range gangPods {
-							if rec.get(p).node == "" {
+							if r := rec.get(p); r.node == "" && r.nominated == "" {
 								return false, rec.describe(gangPods...), nil
 							}
 						}
 						return true, "", nil
 					})
+					if err != nil {
+						t.Error(err)
+					}
 					for _, p := range gangPods {
 						r := rec.get(p)
 						switch {
+						case r.nominated == "" && r.node == "":
 						case r.nominated == "":
 							t.Errorf("%s bound to %s without ever having status.nominatedNodeName", p, r.node)
 						case !r.nomUnbound:
@@ -496,7 +536,7 @@ func fullPreemptionFeature() []Feature {
 						t.Fatal("no watch (PRE-01 failed early)")
 					}
 					want := fmt.Sprintf("%s%d victims", msgFoundPlacement, victims)
-					Eventually(ctx, t, l.env.d(30*time.Second), "a False/Unschedulable condition containing "+want, func(context.Context) (bool, string, error) {
+					err := Poll(ctx, l.env.d(30*time.Second), "a False/Unschedulable condition containing "+want, func(context.Context) (bool, string, error) {
 						seen := rec.groupConditions(gang)
 						for _, s := range seen {
 							if strings.HasPrefix(s, "False/Unschedulable ") && strings.Contains(s, want) {
@@ -505,6 +545,9 @@ func fullPreemptionFeature() []Feature {
 						}
 						return false, fmt.Sprintf("conditions seen: %q", seen), nil
 					})
+					if err != nil {
+						t.Error(err)
+					}
 				}},
 			{A: Assertion{ID: "PRE-05", Statement: "the preempting gang ends fully bound and its PodGroup True/Scheduled", Ref: preRef + "16; §4"},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
@@ -512,8 +555,17 @@ func fullPreemptionFeature() []Feature {
 					if len(gangPods) == 0 {
 						t.Fatal("the gang was not created (PRE-01 failed early)")
 					}
-					l.WaitBound(ctx, t, l.env.d(60*time.Second), gangPods...)
-					l.WaitCondition(ctx, t, l.env.d(30*time.Second), gang, metav1.ConditionTrue, "Scheduled")
+					err := Poll(ctx, l.env.d(60*time.Second), fmt.Sprintf("%v bound", gangPods), func(ctx context.Context) (bool, string, error) {
+						o, err := l.Observe(ctx)
+						if err != nil {
+							return false, "", err
+						}
+						return o.Bound(gang) == len(gangPods), o.String(), nil
+					})
+					if err != nil {
+						t.Error(err)
+					}
+					waitGroupMessage(ctx, t, l, l.env.d(30*time.Second), gang, metav1.ConditionTrue, "Scheduled")
 				}},
 			{A: Assertion{ID: "PRE-06", Statement: "scheduler_workload_preemption_attempts_total{result=\"Success\"} rises", Ref: preRef + "16; §6.1"},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
@@ -559,7 +611,7 @@ func onlyIfFitsFeature() []Feature {
 					rec = startRecorder(ctx, t, l, true)
 					gangPods = createGang(ctx, t, l, scenarios.Group{Name: gang, MinCount: 2, PriorityClassName: high}, 2, 2)
 					c := waitGroupMessage(ctx, t, l, l.env.d(60*time.Second), gang, metav1.ConditionFalse, "Unschedulable", msgGroupPreemption)
-					if strings.Contains(c.Message, "found a placement") {
+					if c != nil && strings.Contains(c.Message, "found a placement") {
 						t.Errorf("message %q says a placement was found", c.Message)
 					}
 				}},

@@ -67,7 +67,7 @@ func TestProofGangSchedulingOff(t *testing.T) {
 		}
 	}
 	// The defining gang behaviours must be among them.
-	for _, id := range []string{"EXP-1b", "BAR-04", "MIN-01"} {
+	for _, id := range []string{"EXP-1b", "BAR-05", "BAR-16", "MIN-04"} {
 		if !strings.Contains(out, "--- FAIL") || !containsID(failed, id) {
 			t.Errorf("%s did not fail against a scheduler with gang scheduling off", id)
 		}

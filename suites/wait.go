@@ -45,7 +45,13 @@ func Poll(ctx context.Context, timeout time.Duration, what string, cond func(con
 		if ok && err == nil {
 			return nil
 		}
-		last, lastErr = state, err
+		// Keep the last state that came back without error: the final call often fails only because
+		// the deadline hit, and "context deadline exceeded" says nothing about what was waited for.
+		if err == nil {
+			last = state
+		} else {
+			lastErr = err
+		}
 		select {
 		case <-ctx.Done():
 			msg := fmt.Sprintf("timed out after %s waiting for %s; last seen: %s", timeout, what, last)
@@ -185,37 +191,55 @@ func (l *Lane) WaitDecided(ctx context.Context, t testing.TB, timeout time.Durat
 	return out
 }
 
-// WaitBound waits until all named pods are bound and returns their bind spread: the time between the
-// first and last member's PodScheduled=True transition, as the apiserver recorded it.
+// WaitBound waits until all named pods are bound and returns their bind spread: the time between
+// the first and the last member's Scheduled event. Events carry microsecond eventTimes; the pods'
+// PodScheduled condition has only whole seconds, too coarse for a spread that is usually milliseconds.
 func (l *Lane) WaitBound(ctx context.Context, t testing.TB, timeout time.Duration, names ...string) time.Duration {
 	t.Helper()
 	var spread time.Duration
-	Eventually(ctx, t, timeout, fmt.Sprintf("pods %v bound", names), func(ctx context.Context) (bool, string, error) {
+	Eventually(ctx, t, timeout, fmt.Sprintf("pods %v bound and their Scheduled events recorded", names), func(ctx context.Context) (bool, string, error) {
 		pods, err := l.Pods(ctx)
 		if err != nil {
 			return false, "", err
 		}
-		var times []time.Time
 		var missing []string
 		for _, n := range names {
 			i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Name == n })
 			if i < 0 || pods[i].Spec.NodeName == "" {
 				missing = append(missing, n)
-				continue
-			}
-			for _, c := range pods[i].Status.Conditions {
-				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
-					times = append(times, c.LastTransitionTime.Time)
-				}
 			}
 		}
 		if len(missing) > 0 {
 			return false, fmt.Sprintf("not bound: %v", missing), nil
 		}
-		if len(times) > 0 {
-			slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
-			spread = times[len(times)-1].Sub(times[0])
+		evs, err := l.Events(ctx, "")
+		if err != nil {
+			return false, "", err
 		}
+		at := map[string]time.Time{}
+		for _, e := range evs {
+			if e.Reason != "Scheduled" || !slices.Contains(names, e.InvolvedObject.Name) {
+				continue
+			}
+			ts := e.EventTime.Time
+			if ts.IsZero() {
+				ts = e.FirstTimestamp.Time
+			}
+			at[e.InvolvedObject.Name] = ts
+		}
+		if len(at) < len(names) {
+			return false, fmt.Sprintf("bound, but only %d of %d Scheduled events recorded yet", len(at), len(names)), nil
+		}
+		var first, last time.Time
+		for _, ts := range at {
+			if first.IsZero() || ts.Before(first) {
+				first = ts
+			}
+			if ts.After(last) {
+				last = ts
+			}
+		}
+		spread = last.Sub(first)
 		return true, "", nil
 	})
 	return spread

@@ -172,9 +172,16 @@ func runE2E(ctx context.Context, g *globalOpts, f *e2eFlags, stdout, stderr io.W
 
 	args := []string{"tool", "test2json", "-t", bin, "-test.v=test2json", "-test.count=1", "-test.timeout=" + f.deadline.String(),
 		"-run-dir", runDir, "-timeout-scale", fmt.Sprint(f.scale)}
-	if len(f.suites) > 0 {
-		args = append(args, "-suites", strings.Join(f.suites, ","))
+	selected := f.suites
+	if len(selected) == 0 {
+		selected = suites.SuiteNames()
 	}
+	var tests []string
+	for _, s := range selected {
+		tests = append(tests, suites.TestFunc(s))
+	}
+	// Only the suites: the package's own proof tests start clusters of their own and belong to `make test`.
+	args = append(args, "-test.run", "^("+strings.Join(tests, "|")+")$", "-suites", strings.Join(selected, ","))
 	if f.keepCluster {
 		args = append(args, "-keep-cluster")
 	}
@@ -250,9 +257,12 @@ func runE2E(ctx context.Context, g *globalOpts, f *e2eFlags, stdout, stderr io.W
 		r.Cases = append(r.Cases, mc)
 		fmt.Fprintln(stdout, results.FormatCaseLine(mc))
 	}
-	if len(r.Cases) == 0 && waitErr != nil {
+	if waitErr != nil && r.Summary().OK() && !interrupted {
+		// The suite binary failed outside any assertion (cluster start, preflight, a crash, the
+		// status monitor): that must not read as a pass.
 		tail, _ := os.ReadFile(logPath)
-		r.Cases = append(r.Cases, results.Case{ID: "HARNESS", Suite: "harness", Name: "the suites could start", Verdict: results.Error, Message: lastLines(string(tail), 30)})
+		r.Cases = append(r.Cases, results.Case{ID: "HARNESS", Suite: "harness", Name: "the suite binary ran to completion", Verdict: results.Error,
+			Message: fmt.Sprintf("%v\n%s", waitErr, lastLines(string(tail), 30))})
 	}
 	if err := writeRunFiles(runDir, r); err != nil {
 		return codedError{err, 4}

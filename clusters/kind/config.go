@@ -1,0 +1,249 @@
+package kind
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/fakegpu"
+)
+
+// kubeadmAPIVersion is the kubeadm config version kind renders for Kubernetes ≥ v1.36. Our patches
+// name it so that kind merges extraArgs as v1beta4 name/value lists (pkg/internal/patch/
+// kubeadm_merge.go): an entry with the same name as one of kind's (feature-gates) replaces it, a new
+// name is appended.
+const kubeadmAPIVersion = "kubeadm.k8s.io/v1beta4"
+
+// KubeadmArg is one kubeadm v1beta4 extraArgs entry.
+type KubeadmArg struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// KubeadmComponent is the part of a v1beta4 ClusterConfiguration control-plane component we patch.
+type KubeadmComponent struct {
+	ExtraArgs []KubeadmArg `json:"extraArgs,omitempty"`
+}
+
+// KubeadmLocalEtcd is ClusterConfiguration.etcd.local as far as we patch it.
+type KubeadmLocalEtcd struct {
+	ExtraArgs []KubeadmArg `json:"extraArgs,omitempty"`
+}
+
+// KubeadmEtcd is ClusterConfiguration.etcd as far as we patch it.
+type KubeadmEtcd struct {
+	Local *KubeadmLocalEtcd `json:"local,omitempty"`
+}
+
+// ClusterConfigurationPatch is the merge patch on kubeadm's ClusterConfiguration that RenderConfig
+// adds to the kind config. Exported so tests (ours and callers') can decode it strictly.
+type ClusterConfigurationPatch struct {
+	APIVersion        string            `json:"apiVersion"`
+	Kind              string            `json:"kind"`
+	APIServer         *KubeadmComponent `json:"apiServer,omitempty"`
+	ControllerManager *KubeadmComponent `json:"controllerManager,omitempty"`
+	Scheduler         *KubeadmComponent `json:"scheduler,omitempty"`
+	Etcd              *KubeadmEtcd      `json:"etcd,omitempty"`
+}
+
+// kubeadmComponent maps a component to its ClusterConfiguration key; only these three take feature
+// gates in a kind cluster (etcd's are a different set, kwok has none).
+func kubeadmComponent(c clusters.Component) (string, bool) {
+	switch c {
+	case clusters.APIServer:
+		return "apiServer", true
+	case clusters.ControllerManager:
+		return "controllerManager", true
+	case clusters.Scheduler:
+		return "scheduler", true
+	}
+	return "", false
+}
+
+// clusterFeatureGates are the gates of every component (kind passes featureGates to the apiserver,
+// controller-manager, scheduler, kubelets and kube-proxy).
+func clusterFeatureGates(spec clusters.Spec) map[string]bool {
+	g := DefaultFeatureGates()
+	maps.Copy(g, spec.FeatureGates)
+	return g
+}
+
+// componentFeatureGates is what one component runs with: defaults, cluster-wide gates, then its own.
+func componentFeatureGates(spec clusters.Spec, c clusters.Component) map[string]bool {
+	g := clusterFeatureGates(spec)
+	maps.Copy(g, spec.ComponentFeatureGates[c])
+	return g
+}
+
+func renderGates(g map[string]bool) string {
+	parts := make([]string, 0, len(g))
+	for _, k := range slices.Sorted(maps.Keys(g)) {
+		parts = append(parts, k+"="+strconv.FormatBool(g[k]))
+	}
+	return strings.Join(parts, ",")
+}
+
+// schedulerFlags are the flags gangbench sets on kube-scheduler over kubeadm's, as a map so that
+// Spec.ExtraArgs can override any of them. bind-address 0.0.0.0 (kubeadm binds 127.0.0.1) lets the
+// control-plane node's port mapping and the apiserver's pod proxy reach :10259; /metrics joins the
+// always-allowed paths so that reading it needs no SubjectAccessReview (anyone who can reach the port
+// may read metrics, which for a loopback-published test cluster is the point).
+func schedulerFlags(spec clusters.Spec) map[string]string {
+	f := map[string]string{
+		"bind-address":                     "0.0.0.0",
+		"authorization-always-allow-paths": "/healthz,/readyz,/livez,/metrics",
+	}
+	if len(spec.ComponentFeatureGates[clusters.Scheduler]) > 0 {
+		f["feature-gates"] = renderGates(componentFeatureGates(spec, clusters.Scheduler))
+	}
+	maps.Copy(f, trimmedArgs(spec.ExtraArgs[clusters.Scheduler]))
+	return f
+}
+
+// componentFlags are the flags our patch sets on one component; nil when there are none.
+func componentFlags(spec clusters.Spec, c clusters.Component) map[string]string {
+	if c == clusters.Scheduler {
+		return schedulerFlags(spec)
+	}
+	f := map[string]string{}
+	if _, ok := kubeadmComponent(c); ok && len(spec.ComponentFeatureGates[c]) > 0 {
+		f["feature-gates"] = renderGates(componentFeatureGates(spec, c))
+	}
+	maps.Copy(f, trimmedArgs(spec.ExtraArgs[c]))
+	if len(f) == 0 {
+		return nil
+	}
+	return f
+}
+
+// trimmedArgs drops leading dashes from flag names ("--v" and "v" mean the same flag).
+func trimmedArgs(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[strings.TrimLeft(k, "-")] = v
+	}
+	return out
+}
+
+// kubeadmArgs renders flags as a v1beta4 list sorted by name, for stable output.
+func kubeadmArgs(f map[string]string) []KubeadmArg {
+	if len(f) == 0 {
+		return nil
+	}
+	out := make([]KubeadmArg, 0, len(f))
+	for _, k := range slices.Sorted(maps.Keys(f)) {
+		out = append(out, KubeadmArg{Name: k, Value: f[k]})
+	}
+	return out
+}
+
+// clusterConfigurationPatch builds the kubeadm patch from a resolved spec.
+func clusterConfigurationPatch(spec clusters.Spec) ClusterConfigurationPatch {
+	p := ClusterConfigurationPatch{APIVersion: kubeadmAPIVersion, Kind: "ClusterConfiguration"}
+	comp := func(c clusters.Component) *KubeadmComponent {
+		if a := kubeadmArgs(componentFlags(spec, c)); a != nil {
+			return &KubeadmComponent{ExtraArgs: a}
+		}
+		return nil
+	}
+	p.APIServer = comp(clusters.APIServer)
+	p.ControllerManager = comp(clusters.ControllerManager)
+	p.Scheduler = comp(clusters.Scheduler)
+	if a := kubeadmArgs(componentFlags(spec, clusters.Etcd)); a != nil {
+		p.Etcd = &KubeadmEtcd{Local: &KubeadmLocalEtcd{ExtraArgs: a}}
+	}
+	return p
+}
+
+// workerLabels are set by each worker's kubelet: ours, so the DaemonSet and readiness waits find the
+// workers, and GPU feature discovery's, which a real GPU node would carry and gang workloads select on.
+func workerLabels(inv fakegpu.Inventory) map[string]string {
+	l := inv.Labels()
+	l[LabelWorker] = "true"
+	l[fakegpu.LabelManaged] = "true"
+	return l
+}
+
+// configHeader opens the rendered file, so that a config found in a state dir explains itself.
+const configHeader = "# kind cluster config rendered by gangbench (clusters/kind.RenderConfig).\n"
+
+// RenderConfig renders the kind v1alpha4 Cluster config for spec: one control-plane node and the
+// workers, the node image pinned on each, the feature gates and runtime config of the spec (over
+// GenericWorkload=true and scheduling.k8s.io/v1beta1=true), a kubeadm v1beta4 ClusterConfiguration
+// patch with the components' own gates and flags (the scheduler always binds 0.0.0.0 and serves
+// /metrics without authorization), and the scheduler's 10259 published on 127.0.0.1:
+// o.SchedulerMetricsPort when that is set. The result is checked by decoding it strictly back into
+// v1alpha4.Cluster.
+func RenderConfig(spec clusters.Spec, o Options) ([]byte, error) {
+	pl, err := resolve(spec, o)
+	if err != nil {
+		return nil, err
+	}
+	return renderPlan(pl, o.SchedulerMetricsPort)
+}
+
+func renderPlan(pl plan, schedulerPort int) ([]byte, error) {
+	spec := pl.Spec
+	rc := DefaultRuntimeConfig()
+	maps.Copy(rc, spec.RuntimeConfig)
+
+	patch, err := yaml.Marshal(clusterConfigurationPatch(spec))
+	if err != nil {
+		return nil, fmt.Errorf("kind config: render kubeadm patch: %w", err)
+	}
+	cp := v1alpha4.Node{Role: v1alpha4.ControlPlaneRole, Image: pl.NodeImage}
+	if schedulerPort > 0 {
+		if schedulerPort > 65535 {
+			return nil, fmt.Errorf("kind config: scheduler metrics port %d is out of range", schedulerPort)
+		}
+		cp.ExtraPortMappings = []v1alpha4.PortMapping{{
+			ContainerPort: schedulerMetricsContainerPort,
+			HostPort:      int32(schedulerPort),
+			// Loopback only: the scheduler's /metrics is readable without authorization.
+			ListenAddress: "127.0.0.1",
+			Protocol:      v1alpha4.PortMappingProtocolTCP,
+		}}
+	}
+	cfg := v1alpha4.Cluster{
+		TypeMeta:             v1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
+		Nodes:                []v1alpha4.Node{cp},
+		FeatureGates:         clusterFeatureGates(spec),
+		RuntimeConfig:        rc,
+		KubeadmConfigPatches: []string{string(patch)},
+	}
+	for range pl.Workers {
+		cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: pl.NodeImage, Labels: workerLabels(pl.GPU)})
+	}
+	body, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kind config: %w", err)
+	}
+	out := append([]byte(configHeader), body...)
+	if err := checkConfig(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkConfig decodes a rendered config strictly, as kind's own loader would, so a field we
+// misspelled fails here and not inside kind after containers exist; the kubeadm patches are decoded
+// strictly into the shape we meant to write.
+func checkConfig(b []byte) error {
+	var c v1alpha4.Cluster
+	if err := yaml.UnmarshalStrict(b, &c); err != nil {
+		return fmt.Errorf("kind config does not decode strictly as v1alpha4.Cluster: %w", err)
+	}
+	for i, p := range c.KubeadmConfigPatches {
+		var cp ClusterConfigurationPatch
+		if err := yaml.UnmarshalStrict([]byte(p), &cp); err != nil {
+			return fmt.Errorf("kind config: kubeadm patch %d: %w", i, err)
+		}
+	}
+	return nil
+}

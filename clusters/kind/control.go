@@ -1,0 +1,220 @@
+package kind
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
+
+	"github.com/gangbench/gangbench/clusters"
+)
+
+// defaultControlTimeout bounds one Stop/Kill/Start of a component: a static pod restart takes
+// seconds, an image-pull-free kubelet start a few more.
+const defaultControlTimeout = 2 * time.Minute
+
+// control implements clusters.ComponentControl for a kind cluster by acting inside its nodes:
+//   - kube-scheduler and kube-controller-manager are static pods: Stop moves the manifest out of the
+//     kubelet's manifests dir (the kubelet then stops the pod gracefully), Start moves it back, Kill
+//     moves it out and SIGKILLs the container (crictl stop --timeout 0) before the kubelet's graceful
+//     stop gets to it;
+//   - "kubelet" (every node) or "kubelet/<node>" is the kubelet systemd unit of the nodes;
+//   - the apiserver, etcd and the kwok controller are not supported: stopping the apiserver or etcd
+//     of a kubeadm cluster this way cannot be undone through the apiserver-less paths we have.
+type control struct {
+	api     kindAPI
+	name    string
+	timeout time.Duration
+}
+
+var _ clusters.ComponentControl = (*control)(nil)
+
+// staticPod describes a control-plane component run as a kubeadm static pod.
+type staticPod struct {
+	manifest string // file name in manifestDir
+	healthz  string // URL answered "ok" inside the node once it is ready
+}
+
+func staticPodOf(c clusters.Component) (staticPod, bool) {
+	switch c {
+	case clusters.Scheduler:
+		return staticPod{manifest: "kube-scheduler.yaml", healthz: "https://127.0.0.1:10259/healthz"}, true
+	case clusters.ControllerManager:
+		return staticPod{manifest: "kube-controller-manager.yaml", healthz: "https://127.0.0.1:10257/healthz"}, true
+	}
+	return staticPod{}, false
+}
+
+func unsupported(c clusters.Component) error {
+	return fmt.Errorf("%s: not supported on kind (supported: kube-scheduler, kube-controller-manager, kubelet, kubelet/<node>)", c)
+}
+
+// kubeletNodes returns the nodes a "kubelet" or "kubelet/<node>" component names, or ok=false.
+func (k *control) kubeletNodes(c clusters.Component) ([]nodes.Node, bool, error) {
+	s := string(c)
+	if s != string(Kubelet) && !strings.HasPrefix(s, string(Kubelet)+"/") {
+		return nil, false, nil
+	}
+	cn, err := listClusterNodes(k.api, k.name)
+	if err != nil {
+		return nil, true, err
+	}
+	node, one := strings.CutPrefix(s, string(Kubelet)+"/")
+	if !one {
+		return cn.All, true, nil
+	}
+	for _, n := range cn.All {
+		if n.String() == node {
+			return []nodes.Node{n}, true, nil
+		}
+	}
+	return nil, true, fmt.Errorf("kubelet: kind cluster %q has no node %q (nodes: %s)", k.name, node, nodeNames(cn.All))
+}
+
+func (k *control) controlPlane() (nodes.Node, error) {
+	cn, err := listClusterNodes(k.api, k.name)
+	if err != nil {
+		return nil, err
+	}
+	return cn.ControlPlane, nil
+}
+
+// Stop implements clusters.ComponentControl.
+func (k *control) Stop(ctx context.Context, c clusters.Component) error {
+	return k.stop(ctx, c, false)
+}
+
+// Kill implements clusters.ComponentControl.
+func (k *control) Kill(ctx context.Context, c clusters.Component) error {
+	return k.stop(ctx, c, true)
+}
+
+func (k *control) stop(ctx context.Context, c clusters.Component, kill bool) error {
+	if ns, ok, err := k.kubeletNodes(c); ok {
+		if err != nil {
+			return err
+		}
+		// kind's kubelet.service restarts the kubelet (Restart=always): after a SIGKILL the unit is
+		// also stopped, which cancels the pending restart, so both end with the kubelet down.
+		script := "systemctl stop kubelet"
+		if kill {
+			script = "systemctl kill --signal=SIGKILL kubelet; systemctl stop kubelet"
+		}
+		return onNodes(ctx, ns, func(ctx context.Context, n nodes.Node) error {
+			if _, err := nodeSh(ctx, n, script); err != nil {
+				return err
+			}
+			return pollEvery(ctx, "kubelet on "+n.String()+" to stop", 200*time.Millisecond, k.timeout, func(ctx context.Context) (bool, string) {
+				out, _ := nodeRun(ctx, n, nil, "systemctl", "is-active", "kubelet")
+				s := strings.TrimSpace(out)
+				return s != "active" && s != "activating", "systemctl is-active: " + s
+			})
+		})
+	}
+	sp, ok := staticPodOf(c)
+	if !ok {
+		return unsupported(c)
+	}
+	cp, err := k.controlPlane()
+	if err != nil {
+		return err
+	}
+	container := strings.TrimSuffix(sp.manifest, ".yaml")
+	script := fmt.Sprintf(`set -e
+[ -f %[1]s/%[3]s ] || { echo "%[4]s is not running (its manifest is not in %[1]s)" >&2; exit 3; }
+mkdir -p %[2]s
+ids=$(crictl ps -q --name '^%[4]s$' --state running)
+mv %[1]s/%[3]s %[2]s/%[3]s
+`, manifestDir, stoppedDir, sp.manifest, container)
+	if kill {
+		// SIGKILL at once (a CRI stop with timeout 0 skips the stop signal), racing the kubelet's
+		// graceful stop that the manifest move triggers.
+		script += `[ -z "$ids" ] || crictl stop --timeout 0 $ids >/dev/null` + "\n"
+	}
+	if _, err := nodeSh(ctx, cp, script); err != nil {
+		return fmt.Errorf("%s: %w", c, err)
+	}
+	return k.waitContainerGone(ctx, cp, container)
+}
+
+func (k *control) waitContainerGone(ctx context.Context, cp nodes.Node, container string) error {
+	return pollEvery(ctx, container+" container to exit", 200*time.Millisecond, k.timeout, func(ctx context.Context) (bool, string) {
+		out, err := nodeRun(ctx, cp, nil, "crictl", "ps", "-q", "--name", "^"+container+"$", "--state", "running")
+		if err != nil {
+			return false, err.Error()
+		}
+		ids := strings.TrimSpace(out)
+		return ids == "", "running containers: " + ids
+	})
+}
+
+// Start implements clusters.ComponentControl: the manifest goes back (same image, same flags) and
+// Start returns once the component's healthz answers ok inside the node.
+func (k *control) Start(ctx context.Context, c clusters.Component) error {
+	if ns, ok, err := k.kubeletNodes(c); ok {
+		if err != nil {
+			return err
+		}
+		return onNodes(ctx, ns, func(ctx context.Context, n nodes.Node) error {
+			if _, err := nodeRun(ctx, n, nil, "systemctl", "start", "kubelet"); err != nil {
+				return err
+			}
+			return k.waitHealthz(ctx, n, "kubelet", "http://127.0.0.1:10248/healthz")
+		})
+	}
+	sp, ok := staticPodOf(c)
+	if !ok {
+		return unsupported(c)
+	}
+	cp, err := k.controlPlane()
+	if err != nil {
+		return err
+	}
+	script := fmt.Sprintf(`set -e
+[ ! -f %[1]s/%[3]s ] || { echo "%[4]s is already running (its manifest is in %[1]s)" >&2; exit 3; }
+[ -f %[2]s/%[3]s ] || { echo "no stopped %[4]s manifest in %[2]s" >&2; exit 3; }
+mv %[2]s/%[3]s %[1]s/%[3]s
+`, manifestDir, stoppedDir, sp.manifest, strings.TrimSuffix(sp.manifest, ".yaml"))
+	if _, err := nodeSh(ctx, cp, script); err != nil {
+		return fmt.Errorf("%s: %w", c, err)
+	}
+	return k.waitHealthz(ctx, cp, string(c), sp.healthz)
+}
+
+func (k *control) waitHealthz(ctx context.Context, n nodes.Node, what, url string) error {
+	return pollEvery(ctx, what+" on "+n.String()+" healthy", 250*time.Millisecond, k.timeout, func(ctx context.Context) (bool, string) {
+		out, err := nodeRun(ctx, n, nil, "curl", "-sk", "--max-time", "2", url)
+		if err != nil {
+			return false, err.Error()
+		}
+		s := strings.TrimSpace(out)
+		return s == "ok", "healthz: " + s
+	})
+}
+
+// Restart implements clusters.ComponentControl.
+func (k *control) Restart(ctx context.Context, c clusters.Component) error {
+	if err := k.Stop(ctx, c); err != nil {
+		return err
+	}
+	return k.Start(ctx, c)
+}
+
+// onNodes runs f on every node concurrently and joins the errors, each naming its node.
+func onNodes(ctx context.Context, ns []nodes.Node, f func(context.Context, nodes.Node) error) error {
+	errs := make([]error, len(ns))
+	var wg sync.WaitGroup
+	for i, n := range ns {
+		wg.Go(func() {
+			if err := f(ctx, n); err != nil {
+				errs[i] = fmt.Errorf("node %s: %w", n.String(), err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

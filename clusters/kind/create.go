@@ -1,0 +1,379 @@
+package kind
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/kind/pkg/cluster"
+	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
+
+	"github.com/gangbench/gangbench/clusters"
+	kwokcfg "github.com/gangbench/gangbench/clusters/kwok"
+	"github.com/gangbench/gangbench/fakegpu"
+)
+
+// Create implements clusters.Provider. It asks for a container engine before anything else, so on a
+// machine without one it fails within seconds, naming each engine and what it said, having created
+// nothing (no state, no containers). Then: kind creates the nodes from the rendered config; the fake
+// device plugin image is built and loaded into every worker and its DaemonSet deployed, and Create
+// waits until every worker advertises its GPUs; the scheduler image, if any, replaces the
+// scheduler's; the kwok controller and the simulated nodes, if any, are started last.
+//
+// kind's own create cannot be cancelled (its API takes no context): when ctx ends during it, Create
+// waits for it to return and then deletes what it made. Any failure deletes the cluster.
+func (p *Provider) Create(ctx context.Context, spec clusters.Spec) (*clusters.Cluster, error) {
+	pl, err := resolve(spec, p.opts)
+	if err != nil {
+		return nil, err
+	}
+	engine, err := DetectEngineWith(ctx, p.opts.Engine, p.opts.Runner)
+	if err != nil {
+		return nil, err
+	}
+	if img := p.opts.SchedulerImage; img != "" {
+		// Fail before creating anything when the image is not in the engine: it is loaded from there.
+		if err := p.opts.Runner(ctx, io.Discard, engine, "image", "inspect", img); err != nil {
+			return nil, fmt.Errorf("scheduler image %s is not in %s (build or pull it there first): %w", img, engine, err)
+		}
+	}
+	port := p.opts.SchedulerMetricsPort
+	if port == 0 {
+		if port, err = p.freePort(); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := renderPlan(pl, port)
+	if err != nil {
+		return nil, err
+	}
+	name := pl.Spec.Name
+	root := p.opts.StateDir
+	st := &state{
+		Name: name, Engine: engine, Created: time.Now().UTC(), Phase: phaseCreating, Owner: refOf(os.Getpid()),
+		NodeImage: pl.NodeImage, SchedulerImage: p.opts.SchedulerImage, SchedulerMetricsPort: port,
+		Workers: pl.Workers, KwokNodes: pl.KwokNodes, GPU: pl.GPU,
+		Kubeconfig: filepath.Join(clusterDir(root, name), "kubeconfig"),
+	}
+	if err := p.claim(ctx, st); err != nil {
+		return nil, err
+	}
+	c := &creation{p: p, pl: pl, st: st, api: p.newKind(engine), dir: clusterDir(root, name), config: cfg}
+	start := time.Now()
+	cl, err := c.run(ctx)
+	if err != nil {
+		// Teardown must run even when ctx is already cancelled (Ctrl-C during create).
+		if derr := p.destroy(context.WithoutCancel(ctx), c.st); derr != nil {
+			err = fmt.Errorf("%w\n(cleanup after the failed create also failed: %v)", err, derr)
+		}
+		return nil, err
+	}
+	p.log.Info("kind cluster ready", "name", name, "engine", engine, "workers", pl.Workers, "kwokNodes", pl.KwokNodes, "elapsed", time.Since(start).Round(time.Millisecond))
+	return cl, nil
+}
+
+// claim takes the cluster name. A state left by a create that died, or by a cluster that no longer
+// exists in its engine, is cleaned up and the claim retried once; a live one is an error.
+func (p *Provider) claim(ctx context.Context, st *state) error {
+	root := p.opts.StateDir
+	err := claimState(root, st)
+	if !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	old, rerr := readState(root, st.Name)
+	if rerr != nil {
+		return fmt.Errorf("kind cluster %q: state %s exists but cannot be read (%v); remove it or run `gangbench cluster delete %s`", st.Name, statePath(root, st.Name), rerr, st.Name)
+	}
+	if old.Phase != phaseReady && old.Owner.alive() {
+		return fmt.Errorf("kind cluster %q is being created by process %d", st.Name, old.Owner.PID)
+	}
+	if old.Phase == phaseReady {
+		l := &engineLister{p: p}
+		names, lerr := l.list(ctx, old.Engine)
+		if lerr != nil {
+			return fmt.Errorf("kind cluster %q is recorded but its engine cannot be asked: %w", st.Name, lerr)
+		}
+		if slices.Contains(names, st.Name) {
+			return fmt.Errorf("kind cluster %q already exists; delete it with `gangbench cluster delete %s` or choose another --name", st.Name, st.Name)
+		}
+	}
+	p.log.Info("removing leftovers of an earlier kind cluster", "name", st.Name, "phase", old.Phase)
+	if err := p.destroy(ctx, old); err != nil {
+		return err
+	}
+	return claimState(root, st)
+}
+
+// creation is one Create in progress.
+type creation struct {
+	p      *Provider
+	pl     plan
+	st     *state
+	api    kindAPI
+	dir    string
+	config []byte
+	cs     kubernetes.Interface
+	nodes  *clusterNodes
+}
+
+func (c *creation) logDir() string { return filepath.Join(c.dir, "logs") }
+
+func (c *creation) run(ctx context.Context) (*clusters.Cluster, error) {
+	for _, d := range []string{c.dir, c.logDir()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	// Kept for whoever debugs a cluster: the exact config kind was given.
+	if err := os.WriteFile(filepath.Join(c.dir, "kind-config.yaml"), c.config, 0o600); err != nil {
+		return nil, err
+	}
+	timeout := c.pl.Spec.ReadyTimeout
+	if err := c.createNodes(ctx, timeout); err != nil {
+		return nil, err
+	}
+	cfg, err := restConfigFrom(c.st.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeAdminCert(cfg, c.dir); err != nil {
+		return nil, fmt.Errorf("kind cluster %q: %w", c.st.Name, err)
+	}
+	// Node creation and readiness watches are the harness's own load; the default 5 QPS would make
+	// hundreds of kwok nodes take minutes.
+	fast := *cfg
+	fast.QPS, fast.Burst = 500, 1000
+	if c.cs, err = c.p.newClient(&fast); err != nil {
+		return nil, err
+	}
+	if c.nodes, err = listClusterNodes(c.api, c.st.Name); err != nil {
+		return nil, err
+	}
+	if len(c.nodes.Workers) != c.pl.Workers {
+		return nil, fmt.Errorf("kind cluster %q has %d worker nodes, want %d (nodes: %s)", c.st.Name, len(c.nodes.Workers), c.pl.Workers, nodeNames(c.nodes.All))
+	}
+	c.st.ControlPlane = c.nodes.ControlPlane.String()
+	if err := c.devicePlugin(ctx, timeout); err != nil {
+		return nil, err
+	}
+	schedVersion := ""
+	if img := c.p.opts.SchedulerImage; img != "" {
+		if schedVersion, err = c.scheduler(ctx, img, timeout); err != nil {
+			return nil, err
+		}
+	}
+	versions, err := c.versions(ctx, schedVersion)
+	if err != nil {
+		return nil, err
+	}
+	c.st.Versions = versions
+	if c.pl.KwokNodes > 0 {
+		if err := c.kwokNodes(ctx, timeout); err != nil {
+			return nil, err
+		}
+	}
+	c.st.Phase = phaseReady
+	if err := writeState(c.p.opts.StateDir, c.st); err != nil {
+		return nil, err
+	}
+	cl, err := c.p.handle(c.st, c.api)
+	if err != nil {
+		return nil, err
+	}
+	p, st := c.p, c.st
+	var closed bool
+	cl.Close = func(ctx context.Context) error {
+		if closed || p.opts.Keep {
+			return nil
+		}
+		closed = true
+		return p.destroy(context.WithoutCancel(ctx), st)
+	}
+	return cl, nil
+}
+
+// createNodes runs kind's create. kind waits for the control plane to be Ready; the workers are
+// waited for below, once their device plugin runs (Ready without GPUs is not ready for gangbench).
+func (c *creation) createNodes(ctx context.Context, timeout time.Duration) error {
+	done := make(chan error, 1)
+	go func() {
+		done <- c.api.Create(c.st.Name,
+			cluster.CreateWithRawConfig(c.config),
+			cluster.CreateWithWaitForReady(timeout),
+			// Never the user's ~/.kube/config: the cluster's kubeconfig lives with its state.
+			cluster.CreateWithKubeconfigPath(c.st.Kubeconfig),
+			cluster.CreateWithDisplayUsage(false),
+			cluster.CreateWithDisplaySalutation(false),
+		)
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		c.p.log.Warn("create cancelled; waiting for kind to finish creating the nodes so that they can be deleted", "name", c.st.Name)
+		err = <-done
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("kind create cluster %q (engine %s, image %s): %w", c.st.Name, c.st.Engine, c.st.NodeImage, err)
+	}
+	return ctx.Err()
+}
+
+// devicePlugin builds the plugin image, loads it into every worker, deploys the DaemonSet and waits
+// until every worker advertises the inventory's GPUs.
+func (c *creation) devicePlugin(ctx context.Context, timeout time.Duration) error {
+	o := c.p.opts
+	ref := o.PluginImage
+	if ref == "" {
+		ref = defaultPluginRef
+	}
+	archive := filepath.Join(c.dir, "fakegpu-device-plugin.tar")
+	f, err := os.OpenFile(archive, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	err = o.BuildPluginArchive(ctx, f, ref)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("device plugin image: %w", err)
+	}
+	c.p.log.Info("loading the fake GPU device plugin image into the workers", "image", ref, "workers", len(c.nodes.Workers))
+	if err := loadArchive(ctx, archive, c.nodes.Workers); err != nil {
+		return fmt.Errorf("device plugin image: %w", err)
+	}
+	d := PluginDeployment{Image: ref, Inventory: c.pl.GPU, NodeSelector: map[string]string{LabelWorker: "true"}}
+	if err := o.DeployDevicePlugin(ctx, c.cs, d); err != nil {
+		return fmt.Errorf("deploy device plugin: %w", err)
+	}
+	if err := o.WaitAllocatable(ctx, c.cs, LabelWorker+"=true", c.pl.GPU, timeout); err != nil {
+		return fmt.Errorf("kind workers did not advertise their fake GPUs: %w", err)
+	}
+	return nil
+}
+
+// scheduler loads the user's scheduler image from the engine into the control-plane node, points the
+// scheduler's static pod at it and waits for it; it returns the version the new scheduler reports.
+func (c *creation) scheduler(ctx context.Context, image string, timeout time.Duration) (string, error) {
+	archive := filepath.Join(c.dir, "scheduler-image.tar")
+	f, err := os.OpenFile(archive, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return "", err
+	}
+	// `<engine> save` writes a docker-archive tar, which ctr imports; the tar goes through a file
+	// because kind's LoadImageArchive is not cancellable and a pipe would tie the two failure modes.
+	err = c.p.opts.Runner(ctx, f, c.st.Engine, "save", image)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("scheduler image %s: save from %s: %w", image, c.st.Engine, err)
+	}
+	cp := c.nodes.ControlPlane
+	if err := loadArchive(ctx, archive, nodesOf(cp)); err != nil {
+		return "", fmt.Errorf("scheduler image %s: %w", image, err)
+	}
+	_ = os.Remove(archive) // it can be hundreds of MB and is in the node now
+	if err := swapScheduler(ctx, cp, image, schedulerFlags(c.pl.Spec)); err != nil {
+		return "", fmt.Errorf("scheduler image %s: %w", image, err)
+	}
+	if err := waitSchedulerPod(ctx, c.cs, cp.String(), image, timeout); err != nil {
+		return "", err
+	}
+	return schedulerVersion(ctx, cp, image), nil
+}
+
+// versions records what each component runs. The apiserver answers /version; the other control-plane
+// components and the kubelets run the node image's Kubernetes (/kind/version) unless the scheduler
+// was replaced; etcd's version is its image tag (kubeadm's "3.6.4-0" → "v3.6.4").
+func (c *creation) versions(ctx context.Context, schedVersion string) (map[string]string, error) {
+	v := map[string]string{}
+	sv, err := c.cs.Discovery().ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("apiserver version: %w", err)
+	}
+	v[string(clusters.APIServer)] = sv.GitVersion
+	nodeVersion, err := nodeutils.KubeVersion(c.nodes.ControlPlane)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: kubernetes version: %w", c.nodes.ControlPlane.String(), err)
+	}
+	v[string(clusters.ControllerManager)] = nodeVersion
+	v[string(Kubelet)] = nodeVersion
+	v[string(clusters.Scheduler)] = nodeVersion
+	if schedVersion != "" {
+		v[string(clusters.Scheduler)] = schedVersion
+	}
+	etcd, err := c.cs.CoreV1().Pods(metav1.NamespaceSystem).Get(ctx, "etcd-"+c.nodes.ControlPlane.String(), metav1.GetOptions{})
+	switch {
+	case err == nil && len(etcd.Spec.Containers) > 0:
+		v[string(clusters.Etcd)] = etcdVersion(etcd.Spec.Containers[0].Image)
+	case err != nil && !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("etcd version: %w", err)
+	}
+	return v, nil
+}
+
+var imageRevisionRE = regexp.MustCompile(`-\d+$`)
+
+func etcdVersion(image string) string {
+	t := imageRevisionRE.ReplaceAllString(imageTag(image), "")
+	if !strings.HasPrefix(t, "v") && !strings.HasPrefix(t, "sha256:") {
+		t = "v" + t
+	}
+	return t
+}
+
+// kwokNodes starts the kwok controller on this machine against the cluster and creates the
+// simulated GPU nodes, then waits until all GPU nodes (workers and simulated) are Ready with GPUs.
+func (c *creation) kwokNodes(ctx context.Context, timeout time.Duration) error {
+	bin, version, err := c.p.resolveKwok(ctx)
+	if err != nil {
+		return err
+	}
+	c.st.Versions[string(clusters.Kwok)] = version
+	port, err := c.p.freePort()
+	if err != nil {
+		return err
+	}
+	cfgPath := filepath.Join(c.dir, "kwok.yaml")
+	if err := kwokcfg.WriteConfig(cfgPath); err != nil {
+		return err
+	}
+	logPath := filepath.Join(c.logDir(), string(clusters.Kwok)+".log")
+	proc, err := c.p.startKwok(ctx, kwokLaunch{
+		Binary: bin, Args: kwokArgs(c.st.Kubeconfig, cfgPath, port, c.pl.Spec.ExtraArgs[clusters.Kwok]),
+		LogPath: logPath, Port: port, Timeout: timeout,
+	})
+	if err != nil {
+		return err
+	}
+	c.st.Kwok, c.st.KwokPort = &proc.Ref, port
+	// Recorded now, so that a failure below (or a crash) still lets Delete stop the controller.
+	if err := writeState(c.p.opts.StateDir, c.st); err != nil {
+		return err
+	}
+	names := kwokcfg.NodeNames(kwokNodePrefix, c.pl.KwokNodes)
+	if err := kwokcfg.CreateNodes(ctx, c.cs, names, c.pl.GPU, fakegpu.NodeOptions{}, 32); err != nil {
+		return fmt.Errorf("create simulated nodes: %w", err)
+	}
+	err = kwokcfg.WaitNodesReady(ctx, c.cs, fakegpu.LabelManaged+"=true", c.pl.Nodes(), timeout)
+	return errKwokNotReady(err, logPath)
+}
+
+func (p *Provider) resolveKwok(ctx context.Context) (string, string, error) {
+	return resolveKwokBinary(ctx, p.opts)
+}

@@ -1,0 +1,94 @@
+package kind
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gangbench/gangbench/fakegpu"
+)
+
+// This file is the only one that knows the fake device plugin's packages; everything else goes
+// through the function fields of Options, which tests replace.
+
+// defaultPluginRef is the device plugin image reference when Options.PluginImage is empty.
+const defaultPluginRef = "gangbench.dev/fakegpu-device-plugin:dev"
+
+// modulePath is gangbench's module, whose source the device plugin binary is built from.
+const modulePath = "github.com/gangbench/gangbench"
+
+// wireDefaults fills the function fields left nil with the real implementations.
+func wireDefaults(o *Options) {
+	if o.BuildPluginArchive == nil {
+		root := o.ModuleRoot
+		o.BuildPluginArchive = func(ctx context.Context, w io.Writer, ref string) error {
+			return buildPluginArchive(ctx, root, w, ref)
+		}
+	}
+	if o.DeployDevicePlugin == nil {
+		o.DeployDevicePlugin = func(ctx context.Context, cs kubernetes.Interface, d PluginDeployment) error {
+			return fmt.Errorf("STUB")
+		}
+	}
+	if o.WaitAllocatable == nil {
+		o.WaitAllocatable = func(ctx context.Context, cs kubernetes.Interface, selector string, inv fakegpu.Inventory, timeout time.Duration) error {
+			return fmt.Errorf("STUB")
+		}
+	}
+}
+
+// buildPluginArchive compiles the device plugin from the gangbench module source and writes its
+// image archive to w.
+func buildPluginArchive(ctx context.Context, root string, w io.Writer, ref string) error {
+	if root == "" {
+		var err error
+		if root, err = findModuleRoot(); err != nil {
+			return err
+		}
+	}
+	tmp, err := os.MkdirTemp("", "gangbench-fakegpu-plugin-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "fakegpu-device-plugin")
+	if err := fmt.Errorf("STUB%s", bin); err != nil {
+		return fmt.Errorf("build device plugin binary: %w", err)
+	}
+	if err := fmt.Errorf("STUB%s", ref); err != nil {
+		return fmt.Errorf("write device plugin image archive: %w", err)
+	}
+	return nil
+}
+
+// findModuleRoot walks up from the working directory to the go.mod of gangbench's module.
+func findModuleRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && moduleLine(string(b)) == modulePath {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("the fake device plugin is built from the gangbench source, and no %s module encloses %s: run from the gangbench checkout or set the kind provider's ModuleRoot", modulePath, wd)
+		}
+	}
+}
+
+func moduleLine(gomod string) string {
+	for line := range strings.Lines(gomod) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,367 @@
+// Package kind is the cluster provider that runs real Kubernetes nodes as containers with the
+// sigs.k8s.io/kind Go library (never the kind CLI): one control-plane node and Options.Workers worker
+// nodes whose real kubelets get fake GPUs from gangbench's device plugin, optionally the scheduler
+// under test swapped in from a user image, and optionally kwok-simulated GPU nodes on top.
+//
+// It needs a container engine (docker, podman or nerdctl) whose daemon answers; Create checks that
+// first and fails within seconds, naming every engine it tried, when none does.
+//
+// State: every cluster this package creates has a state file <StateDir>/<name>.json and a directory
+// <StateDir>/<name>/ (kubeconfig, client certificate for the scheduler's metrics, kwok config and log).
+// List, Get and Delete only ever touch clusters with a state file, so `cluster delete --all` never
+// removes a kind cluster that someone made by hand.
+package kind
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/kind/pkg/apis/config/defaults"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/fakegpu"
+)
+
+// ProviderName is how users select this provider.
+const ProviderName = "kind"
+
+// Kubelet names the kubelets of a kind cluster for ComponentControl, which clusters.Component has no
+// constant for because only this provider has real kubelets. "kubelet" means every node's kubelet,
+// "kubelet/<node>" one node's (e.g. "kubelet/gangbench-worker2").
+const Kubelet clusters.Component = "kubelet"
+
+// Labels kind puts on its worker nodes (through the kind config, i.e. the kubelet's --node-labels).
+const (
+	// LabelWorker marks the kind worker nodes that run the fake device plugin; the DaemonSet selects
+	// on it and readiness waits use it, so the control-plane node and kwok nodes are never waited for.
+	LabelWorker = "gangbench.dev/kind-worker"
+	// schedulerMetricsContainerPort is kube-scheduler's secure port inside the control-plane node.
+	schedulerMetricsContainerPort = 10259
+	// kwokNodePrefix names the simulated nodes, as the local provider does.
+	kwokNodePrefix = "gpu-node"
+)
+
+// Engines are the container engines kind can run nodes on, in the order DetectEngine tries them.
+func Engines() []string { return []string{"docker", "podman", "nerdctl"} }
+
+// PluginDeployment is what the fake device plugin DaemonSet is deployed with.
+type PluginDeployment struct {
+	// Image is the plugin image reference, already loaded into every worker node.
+	Image string
+	// Inventory is the fake GPUs each worker advertises.
+	Inventory fakegpu.Inventory
+	// NodeSelector restricts the DaemonSet to kind worker nodes.
+	NodeSelector map[string]string
+}
+
+// Options configure the provider. Zero fields get the defaults documented on each.
+type Options struct {
+	// Engine is "docker", "podman", "nerdctl" or "" to take the first whose daemon answers.
+	Engine string
+	// Workers is the number of kind worker nodes (real kubelets with fake GPUs). 0 means Spec.Nodes
+	// when that is set, else 2.
+	Workers int
+	// NodeImage is the kindest/node image of every node; "" means kind's default (defaults.Image) for
+	// the default Kubernetes version, else kindest/node:<Spec.KubernetesVersion>.
+	NodeImage string
+	// SchedulerImage, when set, replaces the kube-scheduler of the control plane: the image is taken
+	// from the engine (`<engine> save`), loaded into the control-plane node and put into the
+	// scheduler's static pod manifest.
+	SchedulerImage string
+	// KwokNodes is the number of kwok-simulated GPU nodes added next to the workers, simulated by a
+	// kwok controller that runs on this machine against the cluster.
+	KwokNodes int
+	// GPU is the fake GPU inventory of every GPU node when Spec.GPU is zero; zero means
+	// fakegpu.Default().
+	GPU fakegpu.Inventory
+	// PluginImage is the device plugin image reference; "" means the fakegpu/image default.
+	PluginImage string
+	// SchedulerMetricsPort is the host loopback port the scheduler's 10259 is published on; 0 means a
+	// free one chosen at create time. RenderConfig leaves the port mapping out when it is 0.
+	SchedulerMetricsPort int
+	// KwokBinary is the kwok controller binary; "" means the k8sbin cache (built there if missing).
+	KwokBinary string
+	// Bins says where the kwok binary is cached and built (CacheDir, Progress).
+	Bins k8sbin.Options
+	// Keep makes Cluster.Close leave the cluster running (it is then removed with Delete).
+	Keep bool
+	// StateDir is where cluster state files live; "" means DefaultStateDir().
+	StateDir string
+	// ModuleRoot is the gangbench module source the device plugin binary is built from; "" means the
+	// enclosing module of the working directory.
+	ModuleRoot string
+	// Logger receives progress (kind's own messages included); nil discards.
+	Logger *slog.Logger
+	// Runner runs container engine CLI commands (`<engine> info`, `<engine> save`); nil means
+	// ExecRunner. Tests inject fakes.
+	Runner Runner
+
+	// BuildPluginArchive writes a docker-archive tar of the device plugin image tagged ref to w; nil
+	// means building it with the fakegpu/image package (see defaults.go).
+	BuildPluginArchive func(ctx context.Context, w io.Writer, ref string) error
+	// DeployDevicePlugin applies the device plugin DaemonSet; nil means fakegpu/deploy.Apply.
+	DeployDevicePlugin func(ctx context.Context, cs kubernetes.Interface, d PluginDeployment) error
+	// WaitAllocatable waits until every node matching selector advertises inv's GPUs; nil means
+	// fakegpu/deploy.WaitAllocatable.
+	WaitAllocatable func(ctx context.Context, cs kubernetes.Interface, selector string, inv fakegpu.Inventory, timeout time.Duration) error
+}
+
+// Option changes Options.
+type Option func(*Options)
+
+// WithOptions replaces all options at once (later Options still apply on top).
+func WithOptions(o Options) Option { return func(p *Options) { *p = o } }
+
+// WithEngine selects the container engine ("docker", "podman", "nerdctl"; "" auto-detects).
+func WithEngine(engine string) Option { return func(o *Options) { o.Engine = engine } }
+
+// WithWorkers sets the number of kind worker nodes.
+func WithWorkers(n int) Option { return func(o *Options) { o.Workers = n } }
+
+// WithNodeImage pins the node image of every node.
+func WithNodeImage(image string) Option { return func(o *Options) { o.NodeImage = image } }
+
+// WithSchedulerImage runs the scheduler under test from image.
+func WithSchedulerImage(image string) Option { return func(o *Options) { o.SchedulerImage = image } }
+
+// WithKwokNodes adds n kwok-simulated GPU nodes.
+func WithKwokNodes(n int) Option { return func(o *Options) { o.KwokNodes = n } }
+
+// WithGPU sets the default per-node inventory.
+func WithGPU(inv fakegpu.Inventory) Option { return func(o *Options) { o.GPU = inv } }
+
+// WithStateDir keeps cluster state under dir.
+func WithStateDir(dir string) Option { return func(o *Options) { o.StateDir = dir } }
+
+// WithLogger sets where progress goes.
+func WithLogger(l *slog.Logger) Option { return func(o *Options) { o.Logger = l } }
+
+// WithKeep makes Cluster.Close leave the cluster running.
+func WithKeep(keep bool) Option { return func(o *Options) { o.Keep = keep } }
+
+// WithBinaries says where the kwok binary is cached.
+func WithBinaries(b k8sbin.Options) Option { return func(o *Options) { o.Bins = b } }
+
+// Provider creates kind clusters. The zero value is not usable; call New.
+type Provider struct {
+	opts Options
+	log  *slog.Logger
+
+	// Seams for tests; New sets the real implementations.
+	newKind   func(engine string) kindAPI
+	newClient func(*rest.Config) (kubernetes.Interface, error)
+	startKwok func(ctx context.Context, k kwokLaunch) (*kwokProc, error)
+	freePort  func() (int, error)
+}
+
+var _ clusters.Provider = (*Provider)(nil)
+
+// New returns a kind provider. Nothing is checked against the machine here (so `gangbench doctor`
+// and `cluster list` work without an engine); Create checks the engine first.
+func New(opts ...Option) (*Provider, error) {
+	var o Options
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.Engine != "" && !isEngine(o.Engine) {
+		return nil, fmt.Errorf("kind: unknown container engine %q (accepted: %s, or empty to detect)", o.Engine, strings.Join(Engines(), ", "))
+	}
+	if o.Workers < 0 || o.KwokNodes < 0 {
+		return nil, fmt.Errorf("kind: workers (%d) and kwok nodes (%d) must not be negative", o.Workers, o.KwokNodes)
+	}
+	if o.StateDir == "" {
+		d, err := DefaultStateDir()
+		if err != nil {
+			return nil, err
+		}
+		o.StateDir = d
+	}
+	if o.Runner == nil {
+		o.Runner = ExecRunner
+	}
+	wireDefaults(&o)
+	p := &Provider{opts: o, log: o.Logger}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	p.newKind = func(engine string) kindAPI { return newKindProvider(engine, p.log) }
+	p.newClient = func(c *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(c) }
+	p.startKwok = startKwokProcess
+	p.freePort = freeLoopbackPort
+	return p, nil
+}
+
+// Name implements clusters.Provider.
+func (p *Provider) Name() string { return ProviderName }
+
+func isEngine(s string) bool {
+	for _, e := range Engines() {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+// DefaultFeatureGates are on for every component: gang scheduling is what gangbench tests.
+func DefaultFeatureGates() map[string]bool { return map[string]bool{"GenericWorkload": true} }
+
+// DefaultRuntimeConfig enables the gang API, which v1.37 serves only when asked.
+func DefaultRuntimeConfig() map[string]string {
+	return map[string]string{"scheduling.k8s.io/v1beta1": "true"}
+}
+
+// nameRE is the local provider's rule; kind also needs the name to be a valid container name prefix,
+// which this is.
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$`)
+
+func validateName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("cluster name %q: must be 1-42 lowercase letters, digits or '-', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// plan is a Spec and the provider Options resolved into what will be created.
+type plan struct {
+	Spec      clusters.Spec
+	Workers   int
+	KwokNodes int
+	GPU       fakegpu.Inventory
+	NodeImage string
+}
+
+// Nodes is the number of GPU nodes: kind workers plus kwok nodes.
+func (pl plan) Nodes() int { return pl.Workers + pl.KwokNodes }
+
+// resolve fills defaults and checks that Spec and Options agree. It is pure, so RenderConfig and
+// Create see the same numbers.
+func resolve(spec clusters.Spec, o Options) (plan, error) {
+	if spec.Name == "" {
+		spec.Name = clusters.DefaultName
+	}
+	if spec.ReadyTimeout == 0 {
+		spec.ReadyTimeout = 5 * time.Minute
+	}
+	var errs []error
+	if err := validateName(spec.Name); err != nil {
+		errs = append(errs, err)
+	}
+	pl := plan{Spec: spec, Workers: o.Workers, KwokNodes: o.KwokNodes}
+	switch {
+	case pl.Workers > 0 && spec.Nodes > 0 && spec.Nodes != pl.Workers+pl.KwokNodes:
+		errs = append(errs, fmt.Errorf("nodes: %d requested, but the kind provider is set to %d workers + %d kwok nodes", spec.Nodes, pl.Workers, pl.KwokNodes))
+	case pl.Workers == 0 && spec.Nodes > 0:
+		pl.Workers = spec.Nodes - pl.KwokNodes
+		if pl.Workers < 1 {
+			errs = append(errs, fmt.Errorf("nodes: %d requested with %d kwok nodes leaves no kind worker (at least one runs the device plugin)", spec.Nodes, pl.KwokNodes))
+		}
+	case pl.Workers == 0:
+		pl.Workers = 2
+	}
+	// Each worker is a container running a kubelet and containerd; more than a few dozen on one
+	// machine is a mistake (use kwok nodes for scale).
+	if pl.Workers > 50 {
+		errs = append(errs, fmt.Errorf("workers: %d is out of range (accepted: 1 to 50; use kwok nodes for scale)", pl.Workers))
+	}
+	if pl.KwokNodes < 0 || pl.KwokNodes > 20000 {
+		errs = append(errs, fmt.Errorf("kwok nodes: %d is out of range (accepted: 0 to 20000)", pl.KwokNodes))
+	}
+	pl.GPU = spec.GPU
+	if pl.GPU == (fakegpu.Inventory{}) {
+		pl.GPU = o.GPU
+	}
+	if pl.GPU == (fakegpu.Inventory{}) {
+		pl.GPU = fakegpu.Default()
+	}
+	pl.GPU = pl.GPU.WithDefaults()
+	if err := pl.GPU.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("gpu: %w", err))
+	}
+	img, err := nodeImage(spec.KubernetesVersion, o.NodeImage)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	pl.NodeImage = img
+	for c := range spec.ExtraArgs {
+		if !argsSupported(c) {
+			errs = append(errs, fmt.Errorf("extra args for %q: not supported on kind (accepted: kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok-controller)", c))
+		}
+	}
+	if len(spec.ExtraArgs[clusters.Kwok]) > 0 && pl.KwokNodes == 0 {
+		errs = append(errs, errors.New("extra args for kwok-controller given, but no kwok nodes (and so no kwok controller) are requested"))
+	}
+	for c := range spec.ComponentFeatureGates {
+		if _, ok := kubeadmComponent(c); !ok {
+			errs = append(errs, fmt.Errorf("feature gates for %q: not supported on kind (accepted: kube-apiserver, kube-controller-manager, kube-scheduler)", c))
+		}
+	}
+	if spec.SchedulerBinary != "" {
+		errs = append(errs, errors.New("scheduler binary: the kind provider runs the scheduler from an image; use the scheduler image option instead"))
+	}
+	if spec.KubeBinDir != "" {
+		errs = append(errs, errors.New("kube bin dir: the kind provider runs the components of its node image; use the node image option instead"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return plan{}, fmt.Errorf("invalid kind cluster spec: %w", err)
+	}
+	return pl, nil
+}
+
+func argsSupported(c clusters.Component) bool {
+	if c == clusters.Kwok || c == clusters.Etcd {
+		return true
+	}
+	_, ok := kubeadmComponent(c)
+	return ok
+}
+
+var kindNodeTagRE = regexp.MustCompile(`^v(\d+)\.(\d+)\.(\d+)`)
+
+// defaultImageVersion is the Kubernetes version of kind's default node image (v1.37.0 for kind
+// v0.33.0), read from the image tag.
+func defaultImageVersion() string {
+	ref, _, _ := strings.Cut(defaults.Image, "@")
+	_, tag, _ := strings.Cut(ref, ":")
+	return tag
+}
+
+// nodeImage picks the node image. There are prebuilt kindest/node images for some patch releases
+// only; gangbench's default version (v1.37.2, what the local provider builds) has none, so the
+// default version maps to kind's default image and the versions actually run are reported from the
+// nodes afterwards. A Kubernetes older than v1.36 is refused: kind renders kubeadm v1beta4 (list-style
+// extraArgs, which our patches use) only from v1.36, and the gang API needs v1.37 anyway.
+func nodeImage(kubeVersion, explicit string) (string, error) {
+	img := explicit
+	switch {
+	case img != "":
+	case kubeVersion == "" || kubeVersion == clusters.DefaultKubernetesVersion || kubeVersion == defaultImageVersion():
+		img = defaults.Image
+	default:
+		if err := k8sbin.ValidateKubeVersion(kubeVersion); err != nil {
+			return "", err
+		}
+		img = "kindest/node:" + kubeVersion
+	}
+	ref, _, _ := strings.Cut(img, "@")
+	if i := strings.LastIndex(ref, ":"); i >= 0 && !strings.Contains(ref[i:], "/") {
+		if m := kindNodeTagRE.FindStringSubmatch(ref[i+1:]); m != nil {
+			major, _ := strconv.Atoi(m[1])
+			minor, _ := strconv.Atoi(m[2])
+			if major == 1 && minor < 36 {
+				return "", fmt.Errorf("node image %s: Kubernetes %s is too old (the kind provider needs v1.36 or later: kubeadm v1beta4; gang scheduling needs v1.37)", img, ref[i+1:])
+			}
+		}
+	}
+	return img, nil
+}

@@ -1,0 +1,357 @@
+package kind
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/fakegpu"
+)
+
+// StateDirEnv overrides where kind cluster state lives.
+const StateDirEnv = "GANGBENCH_KIND_STATE_DIR"
+
+// DefaultStateDir is $GANGBENCH_KIND_STATE_DIR, else $XDG_STATE_HOME/gangbench/kind, else
+// ~/.local/state/gangbench/kind: a sibling of the local provider's "clusters" dir, never inside it,
+// because the local provider takes every directory there for one of its clusters.
+func DefaultStateDir() (string, error) {
+	if d := os.Getenv(StateDirEnv); d != "" {
+		return d, nil
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "gangbench", "kind"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no kind state dir: set %s: %w", StateDirEnv, err)
+	}
+	return filepath.Join(home, ".local", "state", "gangbench", "kind"), nil
+}
+
+// Phases of a state file.
+const (
+	phaseCreating = "creating"
+	phaseReady    = "ready"
+)
+
+// state is what another process needs to find, use and delete a kind cluster gangbench made. It is
+// written before kind creates anything (phase "creating"), so a crash mid-create still leaves a
+// record `delete` can act on, and rewritten once the cluster is ready.
+type state struct {
+	Name    string    `json:"name"`
+	Engine  string    `json:"engine"`
+	Created time.Time `json:"created"`
+	Phase   string    `json:"phase"`
+	// Owner is the process that created (or is creating) the cluster.
+	Owner                procRef           `json:"owner"`
+	NodeImage            string            `json:"nodeImage"`
+	SchedulerImage       string            `json:"schedulerImage,omitempty"`
+	SchedulerMetricsPort int               `json:"schedulerMetricsPort"`
+	Workers              int               `json:"workers"`
+	KwokNodes            int               `json:"kwokNodes"`
+	GPU                  fakegpu.Inventory `json:"gpu"`
+	Kubeconfig           string            `json:"kubeconfig"`
+	ControlPlane         string            `json:"controlPlane,omitempty"`
+	Versions             map[string]string `json:"versions,omitempty"`
+	// Kwok is the kwok controller this package started for the cluster's simulated nodes.
+	Kwok     *procRef `json:"kwok,omitempty"`
+	KwokPort int      `json:"kwokPort,omitempty"`
+}
+
+func statePath(root, name string) string  { return filepath.Join(root, name+".json") }
+func clusterDir(root, name string) string { return filepath.Join(root, name) }
+
+func writeState(root string, s *state) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	p := statePath(root, s.Name)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write kind cluster state: %w", err)
+	}
+	return os.Rename(tmp, p)
+}
+
+func readState(root, name string) (*state, error) {
+	b, err := os.ReadFile(statePath(root, name))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("kind cluster %q (no state in %s): %w", name, root, clusters.ErrNotFound)
+		}
+		return nil, err
+	}
+	var s state
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("kind cluster state %s: %w", statePath(root, name), err)
+	}
+	return &s, nil
+}
+
+// claimState creates the state file exclusively: two processes creating the same cluster cannot both
+// succeed. A leftover from a create that died (owner gone, cluster not listed by the engine) is
+// removed by the caller before retrying.
+func claimState(root string, s *state) error {
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return fmt.Errorf("kind state dir: %w", err)
+	}
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(statePath(root, s.Name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func removeState(root, name string) error {
+	var errs []error
+	if err := os.RemoveAll(clusterDir(root, name)); err != nil {
+		errs = append(errs, err)
+	}
+	for _, p := range []string{statePath(root, name), statePath(root, name) + ".tmp"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// procRef identifies a process across pid reuse (pid plus start time from /proc).
+type procRef struct {
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"startTime"`
+}
+
+func refOf(pid int) procRef {
+	st, _ := procStartTime(pid)
+	return procRef{PID: pid, StartTime: st}
+}
+
+func (r procRef) alive() bool {
+	if r.PID <= 0 {
+		return false
+	}
+	st, err := procStartTime(r.PID)
+	return err == nil && st == r.StartTime
+}
+
+// procStartTime returns field 22 of /proc/PID/stat (start time in clock ticks since boot).
+func procStartTime(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command name may contain spaces and parentheses
+	if i < 0 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 20 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	if fields[0] == "Z" {
+		return 0, fmt.Errorf("process %d is a zombie", pid)
+	}
+	return strconv.ParseUint(fields[19], 10, 64)
+}
+
+// stop signals a recorded process (only if it still is the same process) and waits for it to go:
+// SIGTERM, then SIGKILL after grace. There is no way to wait on a process that is not our child,
+// so /proc is polled with a deadline.
+func (r procRef) stop(ctx context.Context, grace time.Duration) error {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		if !r.alive() {
+			return nil
+		}
+		_ = syscall.Kill(r.PID, sig)
+		err := pollEvery(ctx, fmt.Sprintf("process %d to exit after %s", r.PID, sig), 50*time.Millisecond, grace,
+			func(context.Context) (bool, string) { return !r.alive(), "still running" })
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+	}
+	if r.alive() {
+		return fmt.Errorf("process %d survived SIGKILL", r.PID)
+	}
+	return nil
+}
+
+// kwokGrace is how long the kwok controller gets between SIGTERM and SIGKILL.
+const kwokGrace = 10 * time.Second
+
+// engineLister answers "which kind clusters exist" per engine, asking each engine once.
+type engineLister struct {
+	p     *Provider
+	cache map[string]listResult
+}
+
+type listResult struct {
+	names []string
+	err   error
+}
+
+func (l *engineLister) list(ctx context.Context, engine string) ([]string, error) {
+	if r, ok := l.cache[engine]; ok {
+		return r.names, r.err
+	}
+	var r listResult
+	// Probe first: kind's List has no timeout of its own, and the probe's error says what is wrong.
+	if _, err := DetectEngineWith(ctx, engine, l.p.opts.Runner); err != nil {
+		r.err = err
+	} else {
+		r.names, r.err = l.p.newKind(engine).List()
+	}
+	if l.cache == nil {
+		l.cache = map[string]listResult{}
+	}
+	l.cache[engine] = r
+	return r.names, r.err
+}
+
+// List implements clusters.Provider: the clusters with a state file here, each checked against its
+// engine's list of kind clusters. An engine that does not answer makes the status "unknown" rather
+// than failing the whole list, so `cluster list` still shows the other providers' clusters.
+func (p *Provider) List(ctx context.Context) ([]clusters.Info, error) {
+	ents, err := os.ReadDir(p.opts.StateDir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	lister := &engineLister{p: p}
+	var out []clusters.Info
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if e.IsDir() || !ok || validateName(name) != nil {
+			continue
+		}
+		st, err := readState(p.opts.StateDir, name)
+		if err != nil {
+			out = append(out, clusters.Info{Name: name, Provider: ProviderName, Status: "unreadable state: " + err.Error()})
+			continue
+		}
+		out = append(out, clusters.Info{
+			Name: st.Name, Provider: ProviderName, Created: st.Created,
+			Status: p.status(ctx, st, lister), Nodes: st.Workers + st.KwokNodes,
+		})
+	}
+	slices.SortFunc(out, func(a, b clusters.Info) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// status is one word (plus a reason where it helps) for `cluster list`.
+func (p *Provider) status(ctx context.Context, st *state, l *engineLister) string {
+	if st.Phase != phaseReady {
+		if st.Owner.alive() {
+			return "creating"
+		}
+		return "incomplete"
+	}
+	names, err := l.list(ctx, st.Engine)
+	switch {
+	case err != nil:
+		return "unknown (" + st.Engine + " does not answer)"
+	case !slices.Contains(names, st.Name):
+		return "stale"
+	case st.KwokNodes > 0 && (st.Kwok == nil || !st.Kwok.alive()):
+		return "degraded (kwok controller not running)"
+	}
+	return "running"
+}
+
+// Get implements clusters.Provider. The handle's Control works from any process (it acts through
+// the engine); its Close releases nothing, as the cluster belongs to whoever created it.
+func (p *Provider) Get(ctx context.Context, name string) (*clusters.Cluster, error) {
+	if err := validateName(name); err != nil {
+		return nil, err
+	}
+	st, err := readState(p.opts.StateDir, name)
+	if err != nil {
+		return nil, err
+	}
+	if st.Phase != phaseReady {
+		return nil, fmt.Errorf("kind cluster %q is not ready (still being created, or its create failed); run `gangbench cluster delete %s` if no create is running", name, name)
+	}
+	l := &engineLister{p: p}
+	names, err := l.list(ctx, st.Engine)
+	if err != nil {
+		return nil, fmt.Errorf("kind cluster %q: %w", name, err)
+	}
+	if !slices.Contains(names, name) {
+		return nil, fmt.Errorf("kind cluster %q is stale (%s has no such cluster any more); run `gangbench cluster delete %s`", name, st.Engine, name)
+	}
+	api := p.newKind(st.Engine)
+	cl, err := p.handle(st, api)
+	if err != nil {
+		return nil, err
+	}
+	cl.Close = func(context.Context) error { return nil }
+	return cl, nil
+}
+
+// Delete implements clusters.Provider: it stops the cluster's kwok controller, deletes the kind
+// cluster through its engine and removes the state. Only clusters with a state file are touched.
+func (p *Provider) Delete(ctx context.Context, name string) error {
+	if err := validateName(name); err != nil {
+		return err
+	}
+	st, err := readState(p.opts.StateDir, name)
+	if errors.Is(err, clusters.ErrNotFound) {
+		if _, statErr := os.Stat(clusterDir(p.opts.StateDir, name)); statErr == nil {
+			return removeState(p.opts.StateDir, name)
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if st.Phase != phaseReady && st.Owner.PID != os.Getpid() && st.Owner.alive() {
+		return fmt.Errorf("kind cluster %q is being created by process %d; stop that process first (it deletes the cluster when its create fails)", name, st.Owner.PID)
+	}
+	return p.destroy(ctx, st)
+}
+
+// destroy removes everything a state records: kwok, the kind cluster, the state.
+func (p *Provider) destroy(ctx context.Context, st *state) error {
+	var errs []error
+	if st.Kwok != nil {
+		if err := st.Kwok.stop(ctx, kwokGrace); err != nil {
+			errs = append(errs, fmt.Errorf("kwok controller: %w", err))
+		}
+	}
+	if _, err := DetectEngineWith(ctx, st.Engine, p.opts.Runner); err != nil {
+		// Keep the state: without it a later delete (once the engine is back) could not find the
+		// cluster, and `delete --all` must not go looking for clusters it did not make.
+		return errors.Join(append(errs, fmt.Errorf("cannot delete kind cluster %q: %w", st.Name, err))...)
+	}
+	if err := p.newKind(st.Engine).Delete(st.Name, st.Kubeconfig); err != nil {
+		errs = append(errs, fmt.Errorf("delete kind cluster %q: %w", st.Name, err))
+		return errors.Join(errs...)
+	}
+	if err := removeState(p.opts.StateDir, st.Name); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,492 @@
+package scenario
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/gangbench/gangbench/perf/internal/strictyaml"
+)
+
+// Options are what the command line adds to a file.
+type Options struct {
+	// Params override $param defaults (--param name=value). Names the file does not declare are
+	// ignored here; the caller checks that every override was declared by some file it loaded.
+	Params map[string]string
+	// Nodes overrides cluster.nodes when > 0 (--nodes).
+	Nodes int
+	// Measurements are the measurement names a file may list; a file that lists none takes them all.
+	Measurements []string
+}
+
+// LoadFile reads and decodes a scenario file.
+func LoadFile(path string, opts Options) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Load(path, data, opts)
+}
+
+// Load decodes, validates and resolves a scenario. Every problem is reported in one error, one
+// "FILE:LINE: FIELD: message" per line, in line order.
+func Load(file string, data []byte, opts Options) (*Scenario, error) {
+	root, err := strictyaml.Parse(file, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := strictyaml.Header(file, root, APIVersion, Kind); err != nil {
+		return nil, err
+	}
+	d := strictyaml.NewDecoder(file)
+	s := &Scenario{
+		File:        file,
+		Repetitions: 1,
+		Timeout:     DefaultTimeout,
+		Settle:      DefaultSettle,
+		Cluster:     Cluster{GPUsPerNode: DefaultGPUsPerNode},
+		Scheduler:   Scheduler{KubeAPIQPS: DefaultKubeAPIQPS, KubeAPIBurst: DefaultKubeAPIBurst},
+	}
+	// Params first, wherever they are in the file: every other field may refer to them.
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == "params" {
+			d.DeclareParams(root.Content[i+1], "params", opts.Params)
+		}
+	}
+	pos := positions{}
+	var phaseNodes []*yaml.Node
+	var measurementsNode *yaml.Node
+	d.Map(root, "", []string{"apiVersion", "kind", "metadata", "description", "source", "params", "cluster", "scheduler", "repetitions", "timeout", "settle", "measurements", "phases"},
+		func(key string, k, v *yaml.Node) {
+			switch key {
+			case "apiVersion", "kind", "params":
+				// Header and DeclareParams read them.
+			case "metadata":
+				pos["metadata"] = v
+				d.Map(v, "metadata", []string{"name", "labels"}, func(key string, _, v *yaml.Node) {
+					pos["metadata."+key] = v
+					switch key {
+					case "name":
+						s.Name, _ = d.String(v, "metadata.name")
+					case "labels":
+						s.Labels = d.Strings(v, "metadata.labels")
+					}
+				})
+			case "description":
+				s.Description, _ = d.String(v, key)
+			case "source":
+				s.Source, _ = d.String(v, key)
+			case "cluster":
+				d.Map(v, "cluster", []string{"nodes", "gpusPerNode", "product"}, func(key string, _, v *yaml.Node) {
+					pos["cluster."+key] = v
+					switch key {
+					case "nodes":
+						s.Cluster.Nodes, _ = d.Int(v, "cluster.nodes")
+					case "gpusPerNode":
+						s.Cluster.GPUsPerNode, _ = d.Int(v, "cluster.gpusPerNode")
+					case "product":
+						s.Cluster.Product, _ = d.String(v, "cluster.product")
+					}
+				})
+				pos["cluster"] = v
+			case "scheduler":
+				d.Map(v, "scheduler", []string{"kubeAPIQPS", "kubeAPIBurst"}, func(key string, _, v *yaml.Node) {
+					pos["scheduler."+key] = v
+					switch key {
+					case "kubeAPIQPS":
+						s.Scheduler.KubeAPIQPS, _ = d.Int(v, "scheduler.kubeAPIQPS")
+					case "kubeAPIBurst":
+						s.Scheduler.KubeAPIBurst, _ = d.Int(v, "scheduler.kubeAPIBurst")
+					}
+				})
+			case "repetitions":
+				pos[key] = v
+				s.Repetitions, _ = d.Int(v, key)
+			case "timeout":
+				pos[key] = v
+				s.Timeout, _ = d.Duration(v, key)
+			case "settle":
+				pos[key] = v
+				s.Settle, _ = d.Duration(v, key)
+			case "measurements":
+				measurementsNode = v
+				s.Measurements = d.Strings(v, key)
+			case "phases":
+				pos[key] = v
+				d.Seq(v, key, func(i int, item *yaml.Node, field string) {
+					phaseNodes = append(phaseNodes, item)
+					s.Phases = append(s.Phases, decodePhase(d, item, field, pos))
+				})
+			}
+		})
+	d.CheckUnusedParams("params")
+	s.Params = map[string]string{}
+	for _, p := range d.Declared() {
+		s.Params[p.Name] = p.Value.Value
+	}
+	if opts.Nodes > 0 {
+		s.Cluster.Nodes = opts.Nodes
+	}
+	validate(d, s, root, pos, opts)
+	switch {
+	case measurementsNode == nil:
+		s.Measurements = slices.Clone(opts.Measurements)
+	case len(s.Measurements) == 0 && measurementsNode.Kind == yaml.SequenceNode:
+		d.Errorf(measurementsNode, "measurements", "empty; list what to measure, or leave the field out to take every measurement")
+	}
+	if err := d.Err(); err != nil {
+		return nil, err
+	}
+	s.Hash = hash(data, s)
+	return s, nil
+}
+
+// positions remembers the node of each field, so checks that span fields can point at one of them.
+type positions map[string]*yaml.Node
+
+func (p positions) at(field string, fallback *yaml.Node) *yaml.Node {
+	if n, ok := p[field]; ok {
+		return n
+	}
+	return fallback
+}
+
+func decodePhase(d *strictyaml.Decoder, n *yaml.Node, field string, pos positions) Phase {
+	ph := Phase{Policy: Gang, Start: AfterCreated}
+	pos[field] = n
+	minCountSet := false
+	d.Map(n, field, []string{"name", "groups", "fill", "podsPerGroup", "gpusPerPod", "cpu", "memory", "policy", "minCount", "priorityClass", "priority", "disruptionMode", "arrival", "prefill", "start"},
+		func(key string, _, v *yaml.Node) {
+			f := field + "." + key
+			pos[f] = v
+			switch key {
+			case "name":
+				ph.Name, _ = d.String(v, f)
+			case "groups":
+				ph.Groups, _ = d.Int(v, f)
+			case "fill":
+				ph.Fill, _ = d.Float(v, f)
+			case "podsPerGroup":
+				ph.PodsPerGroup, _ = d.Int(v, f)
+			case "gpusPerPod":
+				ph.GPUsPerPod, _ = d.Int(v, f)
+			case "cpu", "memory":
+				s, ok := d.String(v, f)
+				if !ok {
+					return
+				}
+				q, err := resource.ParseQuantity(s)
+				if err != nil || q.Sign() <= 0 {
+					d.Errorf(v, f, "want a positive quantity such as 100m or 100Mi, got %q", s)
+					return
+				}
+				if key == "cpu" {
+					ph.CPU = q
+				} else {
+					ph.Memory = q
+				}
+			case "policy":
+				s, ok := d.String(v, f)
+				if !ok {
+					return
+				}
+				switch Policy(s) {
+				case Gang, Basic:
+					ph.Policy = Policy(s)
+				default:
+					d.Errorf(v, f, "%q is not a policy (accepted: gang, basic)", s)
+				}
+			case "minCount":
+				minCountSet = true
+				ph.MinCount, _ = d.Int(v, f)
+			case "priorityClass":
+				ph.PriorityClass, _ = d.String(v, f)
+			case "priority":
+				p, ok := d.Int(v, f)
+				if ok && (p < -2147483648 || p > 1000000000) {
+					d.Errorf(v, f, "%d is out of range (user PriorityClasses go up to 1000000000)", p)
+					return
+				}
+				ph.Priority = int32(p)
+			case "disruptionMode":
+				s, ok := d.String(v, f)
+				if !ok {
+					return
+				}
+				switch s {
+				case "single":
+				case "all":
+					ph.DisruptionAll = true
+				default:
+					d.Errorf(v, f, "%q is not a disruption mode (accepted: single, all)", s)
+				}
+			case "arrival":
+				decodeArrival(d, v, f, &ph)
+			case "prefill":
+				ph.Prefill, _ = d.Bool(v, f)
+			case "start":
+				s, ok := d.String(v, f)
+				if !ok {
+					return
+				}
+				switch Start(s) {
+				case AfterCreated, AfterBound, WithPrevious:
+					ph.Start = Start(s)
+				default:
+					d.Errorf(v, f, "%q is not a start mode (accepted: afterCreated, afterBound, withPrevious)", s)
+				}
+			}
+		})
+	if ph.Policy == Gang && !minCountSet {
+		// The upstream shapes set minCount = podsPerGroup; so does a file that says nothing.
+		ph.MinCount = ph.PodsPerGroup
+	}
+	if ph.Policy == Basic && minCountSet {
+		d.Errorf(pos[field+".minCount"], field+".minCount", "only gang groups have a quorum; remove minCount or set policy: gang")
+	}
+	return ph
+}
+
+// decodeArrival accepts `burst` or `{groupsPerSecond: N}`.
+func decodeArrival(d *strictyaml.Decoder, v *yaml.Node, f string, ph *Phase) {
+	if v.Kind == yaml.ScalarNode {
+		s, ok := d.String(v, f)
+		if ok && s != "burst" {
+			d.Errorf(v, f, "%q is not an arrival (accepted: burst, or {groupsPerSecond: N})", s)
+		}
+		return
+	}
+	d.Map(v, f, []string{"groupsPerSecond"}, func(_ string, _, v *yaml.Node) {
+		r, ok := d.Float(v, f+".groupsPerSecond")
+		if ok && r <= 0 {
+			d.Errorf(v, f+".groupsPerSecond", "%g: want a rate above 0 (or arrival: burst)", r)
+			return
+		}
+		ph.GroupsPerSecond = r
+	})
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// maxNameLen keeps "<scenario>-<rep>-<rand>" a valid namespace name (63 characters).
+const maxNameLen = 40
+
+func validate(d *strictyaml.Decoder, s *Scenario, root *yaml.Node, pos positions, opts Options) {
+	switch {
+	case pos["metadata.name"] == nil:
+		d.Errorf(pos.at("metadata", root), "metadata.name", "missing; every scenario needs a name")
+	case !nameRE.MatchString(s.Name) || len(s.Name) > maxNameLen:
+		d.Errorf(pos["metadata.name"], "metadata.name", "%q: want lowercase letters, digits and '-', at most %d characters (it names namespaces and benchmark lines)", s.Name, maxNameLen)
+	}
+	nodesField := "cluster.nodes"
+	nodesNode := pos.at(nodesField, pos.at("cluster", root))
+	via := ""
+	if opts.Nodes > 0 {
+		via = fmt.Sprintf(" (--nodes %d)", opts.Nodes)
+	}
+	switch {
+	case pos[nodesField] == nil && opts.Nodes == 0:
+		d.Errorf(nodesNode, nodesField, "missing; how many simulated nodes does the scenario need?")
+	case s.Cluster.Nodes < 1 || s.Cluster.Nodes > 20000:
+		d.Errorf(nodesNode, nodesField, "%d%s is out of range (accepted: 1 to 20000)", s.Cluster.Nodes, via)
+	}
+	if s.Cluster.GPUsPerNode < 1 || s.Cluster.GPUsPerNode > 64 {
+		d.Errorf(pos.at("cluster.gpusPerNode", root), "cluster.gpusPerNode", "%d is out of range (accepted: 1 to 64)", s.Cluster.GPUsPerNode)
+	}
+	if s.Scheduler.KubeAPIQPS < 1 {
+		d.Errorf(pos.at("scheduler.kubeAPIQPS", root), "scheduler.kubeAPIQPS", "%d: want at least 1 (the stock kube-scheduler uses %d)", s.Scheduler.KubeAPIQPS, StockKubeAPIQPS)
+	}
+	if s.Scheduler.KubeAPIBurst < 1 {
+		d.Errorf(pos.at("scheduler.kubeAPIBurst", root), "scheduler.kubeAPIBurst", "%d: want at least 1 (the stock kube-scheduler uses %d)", s.Scheduler.KubeAPIBurst, StockKubeAPIBurst)
+	}
+	if s.Repetitions < 1 || s.Repetitions > 100 {
+		d.Errorf(pos.at("repetitions", root), "repetitions", "%d is out of range (accepted: 1 to 100)", s.Repetitions)
+	}
+	if s.Timeout <= 0 {
+		d.Errorf(pos.at("timeout", root), "timeout", "%s: want a positive duration", s.Timeout)
+	}
+	if s.Settle <= 0 || s.Settle >= s.Timeout {
+		d.Errorf(pos.at("settle", root), "settle", "%s: want a positive duration shorter than timeout (%s)", s.Settle, s.Timeout)
+	}
+	for i, m := range s.Measurements {
+		if !slices.Contains(opts.Measurements, m) {
+			d.Errorf(pos.at("measurements", root).Content[i], fmt.Sprintf("measurements[%d]", i), "unknown measurement %q (accepted: %s)", m, strings.Join(opts.Measurements, ", "))
+		}
+	}
+	if pos["phases"] == nil || len(s.Phases) == 0 {
+		d.Errorf(pos.at("phases", root), "phases", "a scenario needs at least one phase")
+		return
+	}
+	validatePhases(d, s, pos, via)
+}
+
+func validatePhases(d *strictyaml.Decoder, s *Scenario, pos positions, via string) {
+	names := map[string]string{}
+	classes := map[string]int32{}
+	measured := false
+	nodeCPU, nodeMem := resource.MustParse(NodeCPU), resource.MustParse(NodeMemory)
+	// Phases are resolved first (fill → groups), then checked against each other for capacity.
+	shapeOK := make([]bool, len(s.Phases))
+	for i := range s.Phases {
+		ph := &s.Phases[i]
+		f := fmt.Sprintf("phases[%d]", i)
+		at := func(key string) *yaml.Node { return pos.at(f+"."+key, pos[f]) }
+		ok := true
+		bad := func(key, format string, args ...any) {
+			ok = false
+			d.Errorf(at(key), f+"."+key, format, args...)
+		}
+		switch {
+		case pos[f+".name"] == nil:
+			bad("name", "missing; every phase needs a name")
+		case !nameRE.MatchString(ph.Name) || len(ph.Name) > 20:
+			bad("name", "%q: want lowercase letters, digits and '-', at most 20 characters (it prefixes object names)", ph.Name)
+		case names[ph.Name] != "":
+			bad("name", "%q is also the name of %s", ph.Name, names[ph.Name])
+		default:
+			names[ph.Name] = f
+		}
+		if ph.PodsPerGroup < 1 {
+			bad("podsPerGroup", "%d: want at least 1", ph.PodsPerGroup)
+		}
+		if ph.GPUsPerPod < 0 {
+			bad("gpusPerPod", "%d: want 0 or more", ph.GPUsPerPod)
+		}
+		if ph.GPUsPerPod == 0 && ph.CPU.IsZero() && ph.Memory.IsZero() {
+			bad("gpusPerPod", "0 and no cpu or memory: a pod must request something, or it measures nothing a scheduler decides")
+		}
+		if ph.GPUsPerPod > s.Cluster.GPUsPerNode {
+			bad("gpusPerPod", "%d is more than cluster.gpusPerNode (%d): no node can hold such a pod", ph.GPUsPerPod, s.Cluster.GPUsPerNode)
+		}
+		if !ph.CPU.IsZero() && ph.CPU.Cmp(nodeCPU) > 0 {
+			bad("cpu", "%s is more than a simulated node's %s CPUs", ph.CPU.String(), NodeCPU)
+		}
+		if !ph.Memory.IsZero() && ph.Memory.Cmp(nodeMem) > 0 {
+			bad("memory", "%s is more than a simulated node's %s", ph.Memory.String(), NodeMemory)
+		}
+		if ph.Policy == Gang && ph.PodsPerGroup >= 1 {
+			switch {
+			case ph.MinCount < 1:
+				bad("minCount", "%d: want at least 1", ph.MinCount)
+			case ph.MinCount > ph.PodsPerGroup:
+				bad("minCount", "%d is more than podsPerGroup (%d): the gang could never reach its quorum", ph.MinCount, ph.PodsPerGroup)
+			}
+		}
+		if (ph.PriorityClass == "") != (pos[f+".priority"] == nil) {
+			if ph.PriorityClass == "" {
+				bad("priority", "set priorityClass too: the class is created with this value")
+			} else {
+				bad("priorityClass", "set priority too: the class is created with that value")
+			}
+		} else if ph.PriorityClass != "" {
+			if !nameRE.MatchString(ph.PriorityClass) {
+				bad("priorityClass", "%q is not a valid PriorityClass name", ph.PriorityClass)
+			} else if v, seen := classes[ph.PriorityClass]; seen && v != ph.Priority {
+				bad("priority", "%d, but priorityClass %q has priority %d in an earlier phase", ph.Priority, ph.PriorityClass, v)
+			}
+			classes[ph.PriorityClass] = ph.Priority
+		}
+		if ph.Start == WithPrevious && i == 0 {
+			bad("start", "withPrevious on the first phase: there is no previous phase")
+		}
+		if ph.Prefill {
+			if measured {
+				bad("prefill", "prefill phases build the starting state and must come before every measured phase")
+			}
+			if ph.GroupsPerSecond > 0 {
+				bad("arrival", "prefill phases are not measured; pacing them only makes the run longer")
+			}
+		} else {
+			measured = true
+		}
+		groupsSet, fillSet := pos[f+".groups"] != nil, pos[f+".fill"] != nil
+		switch {
+		case groupsSet && fillSet:
+			bad("fill", "set groups or fill, not both")
+		case !groupsSet && !fillSet:
+			bad("groups", "missing; set groups (a count) or fill (a fraction of the cluster's GPUs)")
+		case groupsSet && ph.Groups < 1:
+			bad("groups", "%d: want at least 1", ph.Groups)
+		case fillSet && (ph.Fill <= 0 || ph.Fill > 1):
+			bad("fill", "%g: want a fraction of the cluster's GPUs above 0 and at most 1", ph.Fill)
+		case fillSet && ph.GPUsPerPod == 0:
+			bad("fill", "fill is a fraction of the cluster's GPUs, and this phase's pods ask for none; set groups")
+		case fillSet && ok:
+			per := ph.PodsPerGroup * ph.GPUsPerPod
+			ph.Groups = int(math.Floor(ph.Fill * float64(s.Cluster.GPUs()) / float64(per)))
+			if ph.Groups < 1 {
+				bad("fill", "%g of %d nodes × %d GPUs%s is %d GPUs, less than one group (%d GPUs)", ph.Fill, s.Cluster.Nodes, s.Cluster.GPUsPerNode, via, int(ph.Fill*float64(s.Cluster.GPUs())), per)
+			}
+		}
+		shapeOK[i] = ok
+	}
+	if !measured {
+		d.Errorf(pos["phases"], "phases", "every phase is a prefill: a scenario must measure something")
+	}
+	checkCapacity(d, s, pos, shapeOK, via)
+}
+
+// checkCapacity rejects workloads the cluster cannot hold, counted in GPUs and in pod slots: each
+// phase must fit next to every earlier phase it cannot preempt (those of equal or higher priority).
+// A lower-priority phase may be overrun on purpose (a preemption wave), so it is not added in.
+func checkCapacity(d *strictyaml.Decoder, s *Scenario, pos positions, shapeOK []bool, via string) {
+	if s.Cluster.Nodes < 1 || s.Cluster.GPUsPerNode < 1 {
+		return
+	}
+	for i, ph := range s.Phases {
+		if !shapeOK[i] {
+			continue
+		}
+		f := fmt.Sprintf("phases[%d]", i)
+		gpus, pods := ph.GPUs(), ph.Pods()
+		for j := range i {
+			if shapeOK[j] && s.Phases[j].Priority >= ph.Priority {
+				gpus += s.Phases[j].GPUs()
+				pods += s.Phases[j].Pods()
+			}
+		}
+		field, n := f+".groups", pos.at(f+".groups", pos.at(f+".fill", pos[f]))
+		if pos[f+".fill"] != nil {
+			field = f + ".fill"
+		}
+		shape := fmt.Sprintf("%d groups × %d pods × %d GPUs", ph.Groups, ph.PodsPerGroup, ph.GPUsPerPod)
+		earlier := ""
+		if gpus > ph.GPUs() {
+			earlier = " with the earlier phases of equal or higher priority"
+		}
+		if gpus > s.Cluster.GPUs() {
+			d.Errorf(n, field, "%s need %d GPUs%s, but %d nodes × %d GPUs%s hold %d; lower it or raise cluster.nodes",
+				shape, gpus, earlier, s.Cluster.Nodes, s.Cluster.GPUsPerNode, via, s.Cluster.GPUs())
+			continue
+		}
+		if slots := s.Cluster.Nodes * NodePods; pods > slots {
+			d.Errorf(n, field, "%d pods%s exceed %d nodes × %d pods per node%s; lower it or raise cluster.nodes",
+				pods, earlier, s.Cluster.Nodes, NodePods, via)
+		}
+	}
+}
+
+// hash identifies what ran: the file's bytes, the effective params and the resolved node count.
+func hash(data []byte, s *Scenario) string {
+	h := sha256.New()
+	h.Write(data)
+	keys := make([]string, 0, len(s.Params))
+	for k := range s.Params {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(h, "\x00%s=%s", k, s.Params[k])
+	}
+	fmt.Fprintf(h, "\x00nodes=%s", strconv.Itoa(s.Cluster.Nodes))
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}

@@ -1,0 +1,172 @@
+// Package scenario is the perf scenario file format (apiVersion gangbench.dev/v1alpha1, kind
+// Scenario): a cluster shape, scheduler settings and workload phases, decoded strictly and resolved
+// into concrete counts. It talks to no cluster.
+package scenario
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// APIVersion and Kind head every scenario file.
+const (
+	APIVersion = "gangbench.dev/v1alpha1"
+	Kind       = "Scenario"
+)
+
+// Defaults a file may leave out.
+const (
+	// DefaultKubeAPIQPS and DefaultKubeAPIBurst are the scheduler's client limits. High, because the
+	// question a throughput benchmark asks is how fast the algorithm is: with the stock 50/100 the
+	// scheduler's own client limiter sets gang throughput (DESIGN.md: ~27 vs ~49 pods/s on 2 cores).
+	DefaultKubeAPIQPS   = 5000
+	DefaultKubeAPIBurst = 5000
+	// StockKubeAPIQPS and StockKubeAPIBurst are kube-scheduler's own defaults, for "how does a stock
+	// cluster behave" scenarios.
+	StockKubeAPIQPS   = 50
+	StockKubeAPIBurst = 100
+	DefaultGPUsPerNode = 8
+	DefaultTimeout     = 10 * time.Minute
+	DefaultSettle      = 30 * time.Second
+	// NodeCPU, NodeMemory and NodePods are what a simulated node of the local provider offers besides
+	// GPUs (fakegpu.NodeOptions defaults); a pod asking more can never be placed.
+	NodeCPU    = "32"
+	NodeMemory = "256Gi"
+	NodePods   = 110
+)
+
+// Scenario is one decoded, validated and resolved scenario file.
+type Scenario struct {
+	// Name is metadata.name; it names results, namespaces and benchmark lines.
+	Name        string
+	Labels      []string
+	Description string
+	// Source says where the shape comes from (e.g. an upstream scheduler_perf workload).
+	Source      string
+	Cluster     Cluster
+	Scheduler   Scheduler
+	Phases      []Phase
+	Repetitions int
+	// Timeout bounds one repetition from its first create to its last bind.
+	Timeout time.Duration
+	// Settle ends a repetition early when pods remain unbound and nothing was bound for this long:
+	// the pods that are left do not fit, or the scheduler is stuck; the invariants tell which.
+	Settle time.Duration
+	// Measurements are the names of the measurements to take, in file order.
+	Measurements []string
+	// Params are the effective $param values (defaults with overrides applied), for the record.
+	Params map[string]string
+	// File is where the scenario was read from; Hash identifies its content, the params and the node
+	// count it was resolved for, so two runs with equal hashes ran the same workload.
+	File string
+	Hash string
+}
+
+// Cluster is the shape of the cluster a scenario needs.
+type Cluster struct {
+	Nodes       int
+	GPUsPerNode int
+	// Product is the nvidia.com/gpu.product label; empty means the provider's default.
+	Product string
+}
+
+// GPUs is the cluster's total GPU count.
+func (c Cluster) GPUs() int { return c.Nodes * c.GPUsPerNode }
+
+// Scheduler is the scheduler settings a scenario asks for (the local provider applies them).
+type Scheduler struct {
+	KubeAPIQPS   int
+	KubeAPIBurst int
+}
+
+// Policy is a PodGroup's scheduling policy.
+type Policy string
+
+const (
+	Gang  Policy = "gang"
+	Basic Policy = "basic"
+)
+
+// Start says when a phase begins relative to the phases before it.
+type Start string
+
+const (
+	// AfterCreated starts once the previous phase's objects are all created (the default).
+	AfterCreated Start = "afterCreated"
+	// AfterBound starts once every pod of every earlier phase is bound (or the wait settles).
+	AfterBound Start = "afterBound"
+	// WithPrevious starts together with the previous phase, so their arrivals interleave.
+	WithPrevious Start = "withPrevious"
+)
+
+// Phase is one batch of PodGroups of one shape.
+type Phase struct {
+	Name string
+	// Groups is the resolved number of PodGroups; Fill is the fraction of the cluster's GPUs it was
+	// computed from (0 when the file gave groups directly).
+	Groups       int
+	Fill         float64
+	PodsPerGroup int
+	GPUsPerPod   int
+	// CPU and Memory are optional requests per pod (upstream scheduler_perf shapes use 100m/100Mi).
+	CPU, Memory resource.Quantity
+	Policy      Policy
+	// MinCount is the gang quorum; 0 for basic groups.
+	MinCount int
+	// PriorityClass is created with Priority if set; pods and PodGroups use it.
+	PriorityClass string
+	Priority      int32
+	// DisruptionAll makes the group one preemption victim (disruptionMode all).
+	DisruptionAll bool
+	// GroupsPerSecond paces arrival; 0 means burst (as fast as the load generator can create).
+	GroupsPerSecond float64
+	// Prefill phases build the starting state; they are created and bound before measuring starts,
+	// and excluded from the figures (but not from the invariants).
+	Prefill bool
+	Start   Start
+}
+
+// Pods is the phase's pod count.
+func (p Phase) Pods() int { return p.Groups * p.PodsPerGroup }
+
+// GPUs is the phase's GPU demand.
+func (p Phase) GPUs() int { return p.Pods() * p.GPUsPerPod }
+
+// Arrival describes the arrival pattern for humans.
+func (p Phase) Arrival() string {
+	if p.GroupsPerSecond == 0 {
+		return "burst"
+	}
+	return fmt.Sprintf("%g groups/s", p.GroupsPerSecond)
+}
+
+// MeasuredPods is the number of pods in phases that are not prefill.
+func (s *Scenario) MeasuredPods() int {
+	n := 0
+	for _, p := range s.Phases {
+		if !p.Prefill {
+			n += p.Pods()
+		}
+	}
+	return n
+}
+
+// TotalPods is the pod count of all phases.
+func (s *Scenario) TotalPods() int {
+	n := 0
+	for _, p := range s.Phases {
+		n += p.Pods()
+	}
+	return n
+}
+
+// TotalGroups is the PodGroup count of all phases.
+func (s *Scenario) TotalGroups() int {
+	n := 0
+	for _, p := range s.Phases {
+		n += p.Groups
+	}
+	return n
+}
