@@ -82,15 +82,18 @@ func runMain(m *testing.M) int {
 		<-sigs
 		fmt.Fprintln(os.Stderr, "gangbench suites: interrupted, deleting the cluster")
 		go func() { <-sigs; os.Exit(130) }()
-		_, _ = h.Finish()
+		_, _, _ = h.Finish()
 		_ = h.Close(context.Background())
 		os.Exit(130)
 	}()
 	code := m.Run()
-	violations, err := h.Finish()
+	violations, known, err := h.Finish()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "gangbench suites: monitor: %v\n", err)
 		code = 1
+	}
+	for _, v := range known {
+		fmt.Fprintf(os.Stderr, "known scheduler issue seen (reported, not failed): %s\n", v)
 	}
 	for _, v := range violations {
 		fmt.Fprintf(os.Stderr, "STATUS MONOTONICITY VIOLATION: %s\n", v)

@@ -166,29 +166,29 @@ type MonitorReport struct {
 	PodGroups   int                  `json:"podGroups"`
 	Transitions []monitor.Transition `json:"transitions"`
 	Violations  []string             `json:"violations"`
+	// Known are violations matching a known issue of the scheduler version under test.
+	Known []string `json:"known,omitempty"`
 }
 
-// Finish stops the monitor and reports monotonicity violations across the whole run.
-func (h *Harness) Finish() ([]string, error) {
+// Finish stops the monitor and reports monotonicity violations across the whole run: the unexpected
+// ones, and those that match a known issue of the scheduler version under test.
+func (h *Harness) Finish() (unexpected, known []string, err error) {
 	if h.mon == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	h.mon.Stop()
-	var out []string
-	for _, v := range h.mon.Violations() {
-		out = append(out, v.String())
-	}
+	out, known := Classify(h.mon.Violations(), h.cluster.Versions[clusters.Scheduler])
 	if h.opts.RunDir != "" {
-		rep := MonitorReport{PodGroups: h.mon.Stats().PodGroups, Transitions: h.mon.Transitions(), Violations: out}
+		rep := MonitorReport{PodGroups: h.mon.Stats().PodGroups, Transitions: h.mon.Transitions(), Violations: out, Known: known}
 		b, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {
-			return out, err
+			return out, known, err
 		}
 		if err := os.WriteFile(filepath.Join(h.opts.RunDir, "monitor.json"), b, 0o644); err != nil {
-			return out, err
+			return out, known, err
 		}
 	}
-	return out, nil
+	return out, known, nil
 }
 
 // Close deletes the cluster if the harness created it (unless asked to keep it).

@@ -74,37 +74,20 @@ func (b obsBaseline) waitDelta(ctx context.Context, t *testing.T, timeout time.D
 	t.Helper()
 	b.require(t)
 	var d float64
-	err := Poll(ctx, timeout, fmt.Sprintf("%s to rise by ≥%g", obsSelector(name, match), atLeast), obsKeepState(func(ctx context.Context) (bool, string, error) {
+	err := Poll(ctx, timeout, fmt.Sprintf("%s to rise by ≥%g", obsSelector(name, match), atLeast), func(ctx context.Context) (bool, string, error) {
 		var err error
 		d, err = b.delta(ctx, name, match)
 		if err != nil {
 			return false, "", err
 		}
 		return d >= atLeast, fmt.Sprintf("delta %g", d), nil
-	}))
+	})
 	if err != nil {
 		t.Error(err)
 		return d
 	}
 	t.Logf("%s: +%g", obsSelector(name, match), d)
 	return d
-}
-
-// obsKeepState makes a poll condition report the last state it could describe, not the empty one
-// of a scrape cut short by the poll's own deadline.
-func obsKeepState(cond func(context.Context) (bool, string, error)) func(context.Context) (bool, string, error) {
-	var last string
-	return func(ctx context.Context) (bool, string, error) {
-		ok, state, err := cond(ctx)
-		if err != nil {
-			if last != "" && ctx.Err() != nil {
-				return false, last, nil
-			}
-			return ok, state, err
-		}
-		last = state
-		return ok, state, nil
-	}
 }
 
 // obsGauge polls a scheduler gauge until it is at least atLeast (an Error if it never is).
@@ -114,7 +97,7 @@ func obsGauge(ctx context.Context, t *testing.T, l *Lane, name string, match map
 		t.Skipf("scheduler metrics unavailable: %v", err)
 	}
 	var v float64
-	err := Poll(ctx, l.env.d(30*time.Second), fmt.Sprintf("%s ≥ %g", obsSelector(name, match), atLeast), obsKeepState(func(ctx context.Context) (bool, string, error) {
+	err := Poll(ctx, l.env.d(30*time.Second), fmt.Sprintf("%s ≥ %g", obsSelector(name, match), atLeast), func(ctx context.Context) (bool, string, error) {
 		s, err := l.env.SchedulerMetrics(ctx)
 		if err != nil {
 			return false, "", err
@@ -124,7 +107,7 @@ func obsGauge(ctx context.Context, t *testing.T, l *Lane, name string, match map
 			return false, "metric not exposed", nil
 		}
 		return v >= atLeast, fmt.Sprintf("%g", v), nil
-	}))
+	})
 	if err != nil {
 		t.Error(err)
 		return
@@ -298,7 +281,7 @@ func observabilityFeatures() []Feature {
 					l.WaitBound(ctx, t, l.env.d(90*time.Second), names(ms)...)
 					preempted = true
 					preSched.require(t)
-					err := Poll(ctx, l.env.d(15*time.Second), "scheduler_workload_preemption_victims count to rise", obsKeepState(func(ctx context.Context) (bool, string, error) {
+					err := Poll(ctx, l.env.d(15*time.Second), "scheduler_workload_preemption_victims count to rise", func(ctx context.Context) (bool, string, error) {
 						after, err := l.env.SchedulerMetrics(ctx)
 						if err != nil {
 							return false, "", err
@@ -309,7 +292,7 @@ func observabilityFeatures() []Feature {
 						}
 						b, _ := preSched.snap.HistogramCount("scheduler_workload_preemption_victims", nil)
 						return a > b, fmt.Sprintf("count %d → %d", b, a), nil
-					}))
+					})
 					if err != nil {
 						t.Error(err)
 					}

@@ -253,7 +253,7 @@ func runE2E(ctx context.Context, g *globalOpts, f *e2eFlags, stdout, stderr io.W
 
 	r := &results.Run{ID: id, Command: "e2e", Started: started, Finished: time.Now(), Interrupted: interrupted, Cases: coll.Cases()}
 	r.Environment = environmentOf(runDir, f, spec)
-	if mc, ok := monitorCase(runDir); ok {
+	for _, mc := range monitorCases(runDir) {
 		r.Cases = append(r.Cases, mc)
 		fmt.Fprintln(stdout, results.FormatCaseLine(mc))
 	}
@@ -312,15 +312,16 @@ func environmentOf(runDir string, f *e2eFlags, spec clusters.Spec) results.Envir
 	return env
 }
 
-// monitorCase turns the run-wide status monitor's report into an assertion of its own.
-func monitorCase(runDir string) (results.Case, bool) {
+// monitorCases turn the run-wide status monitor's report into an assertion of its own, plus a
+// skipped case naming any known scheduler issue it saw (found, reported, not failed).
+func monitorCases(runDir string) []results.Case {
 	b, err := os.ReadFile(filepath.Join(runDir, "monitor.json"))
 	if err != nil {
-		return results.Case{}, false
+		return nil
 	}
 	var rep suites.MonitorReport
 	if err := json.Unmarshal(b, &rep); err != nil {
-		return results.Case{ID: "STA-MON", Suite: "status", Name: "PodGroup status monitor report readable", Verdict: results.Error, Message: err.Error()}, true
+		return []results.Case{{ID: "STA-MON", Suite: "status", Name: "PodGroup status monitor report readable", Verdict: results.Error, Message: err.Error()}}
 	}
 	c := results.Case{
 		ID: "STA-MON", Suite: "status", Verdict: results.Pass, Ref: "gang-semantics §4",
@@ -332,7 +333,13 @@ func monitorCase(runDir string) (results.Case, bool) {
 		c.Verdict = results.Fail
 		c.Message = strings.Join(rep.Violations, "\n")
 	}
-	return c, true
+	out := []results.Case{c}
+	if len(rep.Known) > 0 {
+		out = append(out, results.Case{ID: "STA-KNOWN", Suite: "status", Ref: "gang-semantics §4", Verdict: results.Skip,
+			Name:    "status regressions matching a known issue of this scheduler version (reported, not failed)",
+			Message: strings.Join(rep.Known, "\n")})
+	}
+	return out
 }
 
 func writeRunFiles(dir string, r *results.Run) error {

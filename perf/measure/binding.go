@@ -1,0 +1,116 @@
+package measure
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gangbench/gangbench/perf/stats"
+	"github.com/gangbench/gangbench/results"
+	"github.com/gangbench/gangbench/suites/metrics"
+)
+
+// Binding counter: one POST to pods/binding per bound pod (gang-semantics §6.2).
+const (
+	metricRequests = "apiserver_request_total"
+	// SampleInterval is the width of the throughput samples (scheduler_perf samples once a second).
+	SampleInterval = time.Second
+)
+
+// BindingSelector selects successful binding calls in apiserver_request_total.
+func BindingSelector() map[string]string {
+	return map[string]string{"resource": "pods", "subresource": "binding", "verb": "POST", "code": "201"}
+}
+
+// More items of the binding measurement.
+const (
+	// ItemAPIServerBindingRate is the apiserver's count of successful binding calls over the
+	// interval between its two scrapes.
+	ItemAPIServerBindingRate = "apiserverBindingRate"
+)
+
+type bindingRate struct {
+	env    *Env
+	start  time.Time
+	before *metrics.Snapshot
+}
+
+func newBindingRate(env *Env) Measurement { return &bindingRate{env: env} }
+
+func (m *bindingRate) Start(ctx context.Context) error {
+	s, err := metrics.Scrape(ctx, m.env.Cluster.APIServerMetrics)
+	if err != nil {
+		return fmt.Errorf("bindingRate: apiserver metrics before the run: %w", err)
+	}
+	m.before = s
+	// After the scrape: the window starts when the load may start, not before the scrape's latency.
+	m.start = time.Now()
+	return nil
+}
+
+func (m *bindingRate) Gather(ctx context.Context) ([]results.DataItem, error) {
+	after, err := metrics.Scrape(ctx, m.env.Cluster.APIServerMetrics)
+	if err != nil {
+		return nil, fmt.Errorf("bindingRate: apiserver metrics after the run: %w", err)
+	}
+	server, err := metrics.Delta(m.before, after, metricRequests, BindingSelector())
+	if err != nil {
+		// No binding ever happened in this apiserver's life: the series does not exist yet.
+		if _, ok := after.Sum(metricRequests, nil); !ok {
+			return nil, fmt.Errorf("bindingRate: %w", err)
+		}
+		server = 0
+	}
+	binds := BindTimes(m.env.Timeline.Events(), m.env.Measured, m.start)
+	watch := WatchRate(m.start, binds)
+	serverWindow := after.Time.Sub(m.before.Time)
+	items := []results.DataItem{
+		{Name: ItemBindingRate, Unit: "pods/s", Data: watch},
+		{Name: ItemAPIServerBindingRate, Unit: "pods/s", Data: map[string]float64{
+			"Average": stats.Rate(int(server), serverWindow), "Count": server, "DurationSeconds": serverWindow.Seconds(),
+		}},
+		{Name: ItemBindCountMismatch, Unit: "pods", Data: map[string]float64{Value: math.Abs(float64(len(binds)) - server)}},
+	}
+	if d := float64(len(binds)) - server; d != 0 {
+		m.env.note("binding counts differ: the pod watch saw %d measured pods bound, the apiserver counted %g successful binding calls (another client binding pods, or a bind the watch missed)", len(binds), server)
+	}
+	return items, nil
+}
+
+// BindTimes returns the first bind time of each pod of the given phases bound at or after start.
+func BindTimes(events []Event, phases []string, start time.Time) []time.Time {
+	var out []time.Time
+	for _, e := range events {
+		if e.Kind == PodBound && slices.Contains(phases, e.Phase) && !e.Time.Before(start) {
+			out = append(out, e.Time)
+		}
+	}
+	return out
+}
+
+// WatchRate computes the watch-side binding figures: the average over [start, last bind], the
+// percentiles and maximum of the one-second samples (scheduler_perf's SchedulingThroughput,
+// clusterloader2's Max), the count and the window.
+func WatchRate(start time.Time, binds []time.Time) map[string]float64 {
+	out := map[string]float64{"Count": float64(len(binds))}
+	if len(binds) == 0 {
+		out["Average"] = 0
+		return out
+	}
+	last := slices.MaxFunc(binds, func(a, b time.Time) int { return a.Compare(b) })
+	window := last.Sub(start)
+	out["Average"] = stats.Rate(len(binds), window)
+	out["DurationSeconds"] = window.Seconds()
+	s := stats.Summarize(stats.Samples(start, binds, SampleInterval))
+	for k, v := range s.Data() {
+		switch k {
+		case "Perc50", "Perc90", "Perc99", "Max":
+			out[k] = v
+		case "Count":
+			out["Samples"] = v
+		}
+	}
+	return out
+}

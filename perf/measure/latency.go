@@ -1,0 +1,120 @@
+package measure
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/gangbench/gangbench/perf/stats"
+	"github.com/gangbench/gangbench/results"
+)
+
+// ItemPhaseGangLatency is gangLatency per phase (label phase), emitted when a scenario measures more
+// than one phase, so the overall figure can be told apart from its parts.
+const ItemPhaseGangLatency = "phaseGangLatency"
+
+// GroupTimes is what the timeline says of one PodGroup.
+type GroupTimes struct {
+	Group, Phase string
+	Policy       string
+	MinCount     int
+	Created      time.Time
+	FirstBound   time.Time
+	LastBound    time.Time
+	Bound        int
+}
+
+// Complete reports whether the group was placed: a gang reached its quorum, a basic group got at
+// least one pod bound.
+func (g GroupTimes) Complete() bool {
+	if g.Policy == "gang" {
+		return g.Bound >= g.MinCount && g.Bound > 0
+	}
+	return g.Bound > 0
+}
+
+// Latency is PodGroup created → last member bound.
+func (g GroupTimes) Latency() time.Duration { return g.LastBound.Sub(g.Created) }
+
+// Spread is first → last member bound.
+func (g GroupTimes) Spread() time.Duration { return g.LastBound.Sub(g.FirstBound) }
+
+// Groups collects per-group times of the given phases from a timeline, in creation order.
+func Groups(events []Event, phases []string) []GroupTimes {
+	idx := map[string]int{}
+	var out []GroupTimes
+	seen := map[string]bool{}
+	for _, e := range Sorted(events) {
+		if !slices.Contains(phases, e.Phase) {
+			continue
+		}
+		switch e.Kind {
+		case PodGroupCreated:
+			if _, ok := idx[e.Group]; !ok {
+				idx[e.Group] = len(out)
+				out = append(out, GroupTimes{Group: e.Group, Phase: e.Phase, Policy: e.Policy, MinCount: e.MinCount, Created: e.Time})
+			}
+		case PodBound:
+			i, ok := idx[e.Group]
+			if !ok || seen[e.Pod] {
+				continue
+			}
+			seen[e.Pod] = true
+			g := &out[i]
+			if g.Bound == 0 {
+				g.FirstBound = e.Time
+			}
+			g.LastBound = e.Time
+			g.Bound++
+		}
+	}
+	return out
+}
+
+type gangLatency struct{ env *Env }
+
+func newGangLatency(env *Env) Measurement { return &gangLatency{env: env} }
+
+func (m *gangLatency) Start(context.Context) error { return nil }
+
+func (m *gangLatency) Gather(context.Context) ([]results.DataItem, error) {
+	groups := Groups(m.env.Timeline.Events(), m.env.Measured)
+	lat, spread, incomplete := LatencyData(groups)
+	items := []results.DataItem{
+		{Name: ItemGangLatency, Unit: "s", Data: lat},
+		{Name: ItemBindSpread, Unit: "s", Data: spread},
+	}
+	if incomplete > 0 {
+		m.env.note("%d of %d measured PodGroups were never placed; their latency is left out of gangLatency", incomplete, len(groups))
+	}
+	if len(m.env.Measured) > 1 {
+		for _, ph := range m.env.Measured {
+			var sub []GroupTimes
+			for _, g := range groups {
+				if g.Phase == ph {
+					sub = append(sub, g)
+				}
+			}
+			l, _, _ := LatencyData(sub)
+			items = append(items, results.DataItem{Name: ItemPhaseGangLatency, Unit: "s", Labels: map[string]string{"phase": ph}, Data: l})
+		}
+	}
+	return items, nil
+}
+
+// LatencyData summarises the latency and spread of complete groups; Incomplete counts the others
+// (never placed within the run), which are left out of the percentiles rather than distorting them.
+func LatencyData(groups []GroupTimes) (latency, spread map[string]float64, incomplete int) {
+	var l, s []float64
+	for _, g := range groups {
+		if !g.Complete() {
+			incomplete++
+			continue
+		}
+		l = append(l, g.Latency().Seconds())
+		s = append(s, g.Spread().Seconds())
+	}
+	latency, spread = stats.Summarize(l).Data(), stats.Summarize(s).Data()
+	latency["Incomplete"] = float64(incomplete)
+	return latency, spread, incomplete
+}
