@@ -62,7 +62,8 @@ func startFakeKubelet(t *testing.T, dir string) *fakeKubelet {
 	if err != nil {
 		t.Fatalf("fake kubelet: %v", err)
 	}
-	k.srv = grpc.NewServer()
+	// WaitForHandlers: stop must not wg.Wait while a Register handler may still call wg.Go.
+	k.srv = grpc.NewServer(grpc.WaitForHandlers(true))
 	pluginapi.RegisterRegistrationServer(k.srv, k)
 	k.wg.Go(func() { _ = k.srv.Serve(ln) })
 	t.Cleanup(k.stop)

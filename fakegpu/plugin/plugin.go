@@ -97,7 +97,10 @@ type Plugin struct {
 	// noWatch makes the plugin rely on polling alone, as it does when fsnotify is unavailable; tests
 	// set it to cover that path.
 	noWatch bool
-	// serverStarts counts gRPC server incarnations; tests use it because a re-created socket may
+	// serving is the current gRPC server incarnation (set by Run's goroutine, read by the
+	// registration goroutine).
+	serving atomic.Pointer[server]
+	// serverStarts counts incarnations, numbering them; tests use it because a re-created socket may
 	// reuse the old inode, so file identity cannot tell.
 	serverStarts atomic.Int32
 
@@ -308,7 +311,7 @@ func (p *Plugin) loop(ctx context.Context, watcher *fsnotify.Watcher, srv *serve
 	// ensureServing re-creates the plugin socket when it is gone or replaced: the kubelet deletes
 	// every socket in its directory when it starts, and its new instance must be able to dial us.
 	ensureServing := func() error {
-		if fi, err := os.Lstat(p.socketPath); err == nil && os.SameFile(fi, srv.info) {
+		if p.intact(srv) {
 			return nil
 		}
 		p.log.Info("plugin socket removed; re-creating it", "socket", p.socketPath)
@@ -405,6 +408,13 @@ func (p *Plugin) newWatcher() *fsnotify.Watcher {
 type server struct {
 	grpc *grpc.Server
 	info os.FileInfo // identity of the socket file it listens on
+	gen  int32       // incarnation number
+}
+
+// intact reports whether the plugin socket is still the file s listens on.
+func (p *Plugin) intact(s *server) bool {
+	fi, err := os.Lstat(p.socketPath)
+	return err == nil && os.SameFile(fi, s.info)
 }
 
 // startServer (re)creates the plugin socket and serves the device plugin API on it. A failing Serve
@@ -429,9 +439,11 @@ func (p *Plugin) startServer(serveErr chan<- error) (*server, error) {
 		_ = ln.Close()
 		return nil, fmt.Errorf("plugin: socket %s vanished after listening: %w", p.socketPath, err)
 	}
-	g := grpc.NewServer()
+	// WaitForHandlers: Stop returns only once every handler has, so no ListAndWatch outlives Run.
+	g := grpc.NewServer(grpc.WaitForHandlers(true))
 	pluginapi.RegisterDevicePluginServer(g, &service{p: p})
-	p.serverStarts.Add(1)
+	srv := &server{grpc: g, info: info, gen: p.serverStarts.Add(1)}
+	p.serving.Store(srv)
 	go func() {
 		// Serve returns nil after Stop; ErrServerStopped only if Stop won the race with Serve.
 		if err := g.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -441,7 +453,7 @@ func (p *Plugin) startServer(serveErr chan<- error) (*server, error) {
 			}
 		}
 	}()
-	return &server{grpc: g, info: info}, nil
+	return srv, nil
 }
 
 // stopServer stops s. On the final stop it waits (bounded) for calls in flight and removes the
@@ -464,7 +476,7 @@ func (p *Plugin) stopServer(s *server, final bool) {
 		s.grpc.Stop()
 		<-stopped
 	}
-	if fi, err := os.Lstat(p.socketPath); err == nil && os.SameFile(fi, s.info) {
+	if p.intact(s) {
 		if err := os.Remove(p.socketPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			p.log.Warn("cannot remove plugin socket", "socket", p.socketPath, "err", err)
 		}
@@ -519,7 +531,13 @@ func (p *Plugin) registerLoop(ctx context.Context, kick <-chan struct{}) {
 		}
 		backoff := registerBackoffMin
 		for attempt := 1; ; attempt++ {
-			cur := registration{server: p.serverStarts.Load()}
+			srv := p.serving.Load()
+			if !p.intact(srv) {
+				// Our socket is gone (a starting kubelet clears the directory): registering now would
+				// send the kubelet to a dead endpoint. Run's loop re-creates it and kicks again.
+				break
+			}
+			cur := registration{server: srv.gen}
 			fi, err := os.Lstat(p.opts.KubeletSocket)
 			if err == nil {
 				if cur.kubelet = fi; cur.same(last) {

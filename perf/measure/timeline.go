@@ -33,11 +33,11 @@ type Event struct {
 	Scenario string    `json:"scenario,omitempty"`
 	Rep      int       `json:"rep,omitempty"`
 	Time     time.Time `json:"t"`
-	Kind  string    `json:"kind"`
-	Phase string    `json:"phase,omitempty"`
-	Group string    `json:"group,omitempty"`
-	Pod   string    `json:"pod,omitempty"`
-	Node  string    `json:"node,omitempty"`
+	Kind     string    `json:"kind"`
+	Phase    string    `json:"phase,omitempty"`
+	Group    string    `json:"group,omitempty"`
+	Pod      string    `json:"pod,omitempty"`
+	Node     string    `json:"node,omitempty"`
 	// MinCount, Policy and DisruptionMode describe the group on PodGroupCreated.
 	MinCount       int    `json:"minCount,omitempty"`
 	Policy         string `json:"policy,omitempty"`

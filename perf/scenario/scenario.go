@@ -25,8 +25,8 @@ const (
 	DefaultKubeAPIBurst = 5000
 	// StockKubeAPIQPS and StockKubeAPIBurst are kube-scheduler's own defaults, for "how does a stock
 	// cluster behave" scenarios.
-	StockKubeAPIQPS   = 50
-	StockKubeAPIBurst = 100
+	StockKubeAPIQPS    = 50
+	StockKubeAPIBurst  = 100
 	DefaultGPUsPerNode = 8
 	DefaultTimeout     = 10 * time.Minute
 	DefaultSettle      = 30 * time.Second

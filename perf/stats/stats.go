@@ -24,9 +24,9 @@ func Percentile(sorted []float64, p float64) float64 {
 
 // Summary is what a perf-dash DataItem shows of a distribution.
 type Summary struct {
-	Count                          int
-	Min, Max, Average              float64
-	Perc50, Perc90, Perc99         float64
+	Count                  int
+	Min, Max, Average      float64
+	Perc50, Perc90, Perc99 float64
 }
 
 // Summarize computes a Summary; values are not modified. All fields are NaN except Count for none.

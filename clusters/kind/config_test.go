@@ -1,0 +1,256 @@
+package kind
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/kind/pkg/apis/config/defaults"
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/fakegpu"
+)
+
+// update rewrites the golden files instead of comparing: go test ./clusters/kind/ -update
+var update = flag.Bool("update", false, "rewrite testdata/*.golden.yaml from the current output")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (run with -update if the change is intended)\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
+	}
+}
+
+func TestRenderConfigGolden(t *testing.T) {
+	tests := []struct {
+		name   string
+		spec   clusters.Spec
+		opts   Options
+		golden string
+		// check looks at the decoded config beyond the golden comparison.
+		check func(t *testing.T, c *v1alpha4.Cluster, p ClusterConfigurationPatch)
+	}{
+		{
+			name:   "default",
+			spec:   clusters.Spec{},
+			opts:   Options{SchedulerMetricsPort: 41059},
+			golden: "config-default.golden.yaml",
+			check: func(t *testing.T, c *v1alpha4.Cluster, p ClusterConfigurationPatch) {
+				if len(c.Nodes) != 3 || c.Nodes[0].Role != v1alpha4.ControlPlaneRole || c.Nodes[1].Role != v1alpha4.WorkerRole {
+					t.Errorf("nodes: want 1 control-plane + 2 workers, got %+v", c.Nodes)
+				}
+				for i, n := range c.Nodes {
+					if n.Image != defaults.Image {
+						t.Errorf("node %d image %q, want kind's default %q", i, n.Image, defaults.Image)
+					}
+				}
+				pm := c.Nodes[0].ExtraPortMappings
+				if len(pm) != 1 || pm[0].ContainerPort != 10259 || pm[0].HostPort != 41059 || pm[0].ListenAddress != "127.0.0.1" {
+					t.Errorf("control-plane port mappings %+v, want 10259 → 127.0.0.1:41059", pm)
+				}
+				if !c.FeatureGates["GenericWorkload"] || c.RuntimeConfig["scheduling.k8s.io/v1beta1"] != "true" {
+					t.Errorf("gates %v runtime config %v: want GenericWorkload=true and scheduling.k8s.io/v1beta1=true", c.FeatureGates, c.RuntimeConfig)
+				}
+				if c.Nodes[1].Labels[LabelWorker] != "true" || c.Nodes[1].Labels[fakegpu.LabelPresent] != "true" {
+					t.Errorf("worker labels %v", c.Nodes[1].Labels)
+				}
+				args := argMap(p.Scheduler)
+				if args["bind-address"] != "0.0.0.0" || !strings.Contains(args["authorization-always-allow-paths"], "/metrics") {
+					t.Errorf("scheduler args %v: want bind-address 0.0.0.0 and /metrics always allowed", args)
+				}
+				if _, ok := args["feature-gates"]; ok {
+					t.Errorf("scheduler has its own feature-gates without component gates: %v", args)
+				}
+				if p.APIServer != nil || p.ControllerManager != nil || p.Etcd != nil {
+					t.Errorf("patch touches more than the scheduler: %+v", p)
+				}
+			},
+		},
+		{
+			name: "scheduler image, component gates and extra args",
+			spec: clusters.Spec{
+				Name:                  "proof",
+				FeatureGates:          map[string]bool{"SchedulerQueueingHints": true},
+				ComponentFeatureGates: map[clusters.Component]map[string]bool{clusters.Scheduler: {"GenericWorkload": false}, clusters.APIServer: {"AllAlpha": false}},
+				RuntimeConfig:         map[string]string{"scheduling.k8s.io/v1alpha1": "true"},
+				ExtraArgs: map[clusters.Component]map[string]string{
+					clusters.Scheduler:         {"--v": "4", "bind-address": "0.0.0.0"},
+					clusters.ControllerManager: {"concurrent-gc-syncs": "40"},
+					clusters.Etcd:              {"quota-backend-bytes": "8589934592"},
+				},
+				GPU: fakegpu.Inventory{Count: 4, Product: "NVIDIA-A100-SXM4-40GB", MemoryMiB: 40960, NVLinkDomainSize: 2},
+			},
+			opts:   Options{Workers: 3, NodeImage: "kindest/node:v1.37.0", SchedulerImage: "example.com/kube-scheduler:gang", SchedulerMetricsPort: 42000},
+			golden: "config-scheduler.golden.yaml",
+			check: func(t *testing.T, c *v1alpha4.Cluster, p ClusterConfigurationPatch) {
+				if len(c.Nodes) != 4 {
+					t.Errorf("want 4 nodes, got %d", len(c.Nodes))
+				}
+				sched := argMap(p.Scheduler)
+				if sched["feature-gates"] != "GenericWorkload=false,SchedulerQueueingHints=true" {
+					t.Errorf("scheduler feature-gates %q", sched["feature-gates"])
+				}
+				if sched["v"] != "4" {
+					t.Errorf("scheduler --v: %v", sched)
+				}
+				if got := argMap(p.APIServer)["feature-gates"]; got != "AllAlpha=false,GenericWorkload=true,SchedulerQueueingHints=true" {
+					t.Errorf("apiserver feature-gates %q", got)
+				}
+				if got := argMap(p.ControllerManager); got["concurrent-gc-syncs"] != "40" || got["feature-gates"] != "" {
+					t.Errorf("controller-manager args %v", got)
+				}
+				if p.Etcd == nil || p.Etcd.Local == nil || len(p.Etcd.Local.ExtraArgs) != 1 {
+					t.Errorf("etcd patch %+v", p.Etcd)
+				}
+				if c.RuntimeConfig["scheduling.k8s.io/v1alpha1"] != "true" || c.RuntimeConfig["scheduling.k8s.io/v1beta1"] != "true" {
+					t.Errorf("runtime config %v", c.RuntimeConfig)
+				}
+				if c.Nodes[1].Labels[fakegpu.LabelCount] != "4" {
+					t.Errorf("worker labels %v", c.Nodes[1].Labels)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := RenderConfig(tt.spec, tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, tt.golden, out)
+			var c v1alpha4.Cluster
+			if err := yaml.UnmarshalStrict(out, &c); err != nil {
+				t.Fatalf("rendered config does not decode strictly: %v", err)
+			}
+			if c.Kind != "Cluster" || c.APIVersion != "kind.x-k8s.io/v1alpha4" {
+				t.Errorf("type meta %+v", c.TypeMeta)
+			}
+			if len(c.KubeadmConfigPatches) != 1 {
+				t.Fatalf("want one kubeadm patch, got %d", len(c.KubeadmConfigPatches))
+			}
+			var p ClusterConfigurationPatch
+			if err := yaml.UnmarshalStrict([]byte(c.KubeadmConfigPatches[0]), &p); err != nil {
+				t.Fatalf("kubeadm patch does not decode strictly: %v", err)
+			}
+			if p.APIVersion != "kubeadm.k8s.io/v1beta4" || p.Kind != "ClusterConfiguration" {
+				t.Errorf("patch type %s %s", p.APIVersion, p.Kind)
+			}
+			tt.check(t, &c, p)
+		})
+	}
+}
+
+func argMap(c *KubeadmComponent) map[string]string {
+	m := map[string]string{}
+	if c == nil {
+		return m
+	}
+	for _, a := range c.ExtraArgs {
+		m[a.Name] = a.Value
+	}
+	return m
+}
+
+func TestRenderConfigWithoutPortLeavesMappingOut(t *testing.T) {
+	out, err := RenderConfig(clusters.Spec{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(out, []byte("extraPortMappings")) {
+		t.Errorf("port mapping rendered without a port:\n%s", out)
+	}
+}
+
+func TestRenderConfigRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		spec clusters.Spec
+		opts Options
+		want []string
+	}{
+		{"old node image", clusters.Spec{}, Options{NodeImage: "kindest/node:v1.35.8"}, []string{"v1.35.8", "too old"}},
+		{"old kubernetes version", clusters.Spec{KubernetesVersion: "v1.34.11"}, Options{}, []string{"v1.34.11"}},
+		{"bad version", clusters.Spec{KubernetesVersion: "1.37"}, Options{}, []string{"1.37"}},
+		{"nodes disagree with workers", clusters.Spec{Nodes: 5}, Options{Workers: 2, KwokNodes: 1}, []string{"5 requested", "2 workers + 1 kwok"}},
+		{"no worker left", clusters.Spec{Nodes: 2}, Options{KwokNodes: 2}, []string{"no kind worker"}},
+		{"etcd gates", clusters.Spec{ComponentFeatureGates: map[clusters.Component]map[string]bool{clusters.Etcd: {"X": true}}}, Options{}, []string{"etcd", "not supported on kind"}},
+		{"kwok args without kwok", clusters.Spec{ExtraArgs: map[clusters.Component]map[string]string{clusters.Kwok: {"v": "4"}}}, Options{}, []string{"no kwok nodes"}},
+		{"scheduler binary", clusters.Spec{SchedulerBinary: "/bin/true"}, Options{}, []string{"scheduler image"}},
+		{"bad name", clusters.Spec{Name: "Bad_Name"}, Options{}, []string{"Bad_Name"}},
+		{"bad gpu", clusters.Spec{GPU: fakegpu.Inventory{Count: 65}}, Options{}, []string{"gpu", "65"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := RenderConfig(tt.spec, tt.opts)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestResolveNodes(t *testing.T) {
+	tests := []struct {
+		spec          clusters.Spec
+		opts          Options
+		workers, kwok int
+	}{
+		{clusters.Spec{}, Options{}, 2, 0},
+		{clusters.Spec{Nodes: 3}, Options{}, 3, 0},
+		{clusters.Spec{Nodes: 10}, Options{KwokNodes: 8}, 2, 8},
+		{clusters.Spec{Nodes: 5}, Options{Workers: 1, KwokNodes: 4}, 1, 4},
+		{clusters.Spec{}, Options{Workers: 1, KwokNodes: 100}, 1, 100},
+	}
+	for _, tt := range tests {
+		pl, err := resolve(tt.spec, tt.opts)
+		if err != nil {
+			t.Errorf("%+v %+v: %v", tt.spec, tt.opts, err)
+			continue
+		}
+		if pl.Workers != tt.workers || pl.KwokNodes != tt.kwok {
+			t.Errorf("nodes %d, workers %d, kwok %d: got %d workers + %d kwok, want %d + %d",
+				tt.spec.Nodes, tt.opts.Workers, tt.opts.KwokNodes, pl.Workers, pl.KwokNodes, tt.workers, tt.kwok)
+		}
+	}
+}
+
+func TestNodeImage(t *testing.T) {
+	tests := []struct{ version, explicit, want string }{
+		{"", "", defaults.Image},
+		{clusters.DefaultKubernetesVersion, "", defaults.Image},
+		{"v1.37.0", "", defaults.Image},
+		{"v1.38.1", "", "kindest/node:v1.38.1"},
+		{"v1.34.0", "my/node:dev", "my/node:dev"},
+		{"", "localhost:5000/kindest/node:v1.37.2", "localhost:5000/kindest/node:v1.37.2"},
+	}
+	for _, tt := range tests {
+		got, err := nodeImage(tt.version, tt.explicit)
+		if err != nil || got != tt.want {
+			t.Errorf("nodeImage(%q, %q) = %q, %v; want %q", tt.version, tt.explicit, got, err, tt.want)
+		}
+	}
+	if _, err := nodeImage("", "localhost:5000/kindest/node:v1.33.1"); err == nil {
+		t.Error("registry host with a port and an old tag accepted")
+	}
+}

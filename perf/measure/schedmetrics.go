@@ -1,0 +1,138 @@
+package measure
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/gangbench/gangbench/results"
+	"github.com/gangbench/gangbench/suites/metrics"
+)
+
+// SchedulerHistogram is a scheduler latency histogram turned into a DataItem: the observations
+// between the two scrapes (after minus before), with histogram_quantile percentiles.
+type SchedulerHistogram struct {
+	Item, Metric string
+}
+
+// SchedulerCounter is a scheduler counter split by one label into DataItem buckets.
+type SchedulerCounter struct {
+	Item, Metric, By string
+}
+
+// SchedulerHistograms and SchedulerCounters are what schedulerMetrics reports
+// (gang-semantics §6.1). They are functions, not variables, so nothing can change them.
+func SchedulerHistograms() []SchedulerHistogram {
+	return []SchedulerHistogram{
+		{"podGroupAttemptDuration", "scheduler_podgroup_scheduling_attempt_duration_seconds"},
+		{"podGroupAlgorithmDuration", "scheduler_podgroup_scheduling_algorithm_duration_seconds"},
+		{"podSchedulingSLIDuration", "scheduler_pod_scheduling_sli_duration_seconds"},
+		{"workloadPreemptionVictims", "scheduler_workload_preemption_victims"},
+	}
+}
+
+// SchedulerCounters: see SchedulerHistograms.
+func SchedulerCounters() []SchedulerCounter {
+	return []SchedulerCounter{
+		{"podGroupScheduleAttempts", "scheduler_podgroup_schedule_attempts_total", "result"},
+		{"podScheduleAttempts", "scheduler_schedule_attempts_total", "result"},
+		{"workloadPreemptionAttempts", "scheduler_workload_preemption_attempts_total", "result"},
+	}
+}
+
+type schedulerMetrics struct {
+	env    *Env
+	before *metrics.Snapshot
+	skip   bool
+}
+
+func newSchedulerMetrics(env *Env) Measurement { return &schedulerMetrics{env: env} }
+
+func (m *schedulerMetrics) Start(ctx context.Context) error {
+	if m.env.Cluster.SchedulerMetrics.URL == "" {
+		m.skip = true
+		m.env.note("schedulerMetrics: the scheduler's /metrics is not reachable from the harness; no scheduler histograms")
+		return nil
+	}
+	s, err := metrics.Scrape(ctx, m.env.Cluster.SchedulerMetrics)
+	if err != nil {
+		return fmt.Errorf("schedulerMetrics: before the run: %w", err)
+	}
+	m.before = s
+	return nil
+}
+
+func (m *schedulerMetrics) Gather(ctx context.Context) ([]results.DataItem, error) {
+	if m.skip {
+		return nil, nil
+	}
+	after, err := metrics.Scrape(ctx, m.env.Cluster.SchedulerMetrics)
+	if err != nil {
+		return nil, fmt.Errorf("schedulerMetrics: after the run: %w", err)
+	}
+	return SchedulerItems(m.before, after)
+}
+
+// SchedulerItems computes the scheduler DataItems from two scrapes. A metric absent from the later
+// scrape is left out: the scheduler registers vector metrics only when first observed, and the
+// preemption ones only appear in runs that preempt.
+func SchedulerItems(before, after *metrics.Snapshot) ([]results.DataItem, error) {
+	var items []results.DataItem
+	for _, h := range SchedulerHistograms() {
+		if _, ok := after.Families[h.Metric]; !ok {
+			continue
+		}
+		d, err := metrics.DeltaHistogram(before, after, h.Metric, nil)
+		if err != nil {
+			return nil, err
+		}
+		count := float64(d.GetSampleCount())
+		if d.SampleCountFloat != nil {
+			count = d.GetSampleCountFloat()
+		}
+		data := map[string]float64{"Count": count}
+		if count > 0 {
+			data["Average"] = d.GetSampleSum() / count
+			for k, q := range map[string]float64{"Perc50": 0.5, "Perc90": 0.9, "Perc99": 0.99} {
+				if v := metrics.HistogramQuantile(d, q); !math.IsNaN(v) && !math.IsInf(v, 0) {
+					data[k] = v
+				}
+			}
+		}
+		unit := "s"
+		if h.Item == "workloadPreemptionVictims" {
+			unit = "pods"
+			data["Sum"] = d.GetSampleSum()
+		}
+		items = append(items, results.DataItem{Name: h.Item, Unit: unit, Data: data})
+	}
+	for _, c := range SchedulerCounters() {
+		mf, ok := after.Families[c.Metric]
+		if !ok {
+			continue
+		}
+		var values []string
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == c.By && !slices.Contains(values, lp.GetValue()) {
+					values = append(values, lp.GetValue())
+				}
+			}
+		}
+		slices.Sort(values)
+		data := map[string]float64{}
+		total := 0.0
+		for _, v := range values {
+			d, err := metrics.Delta(before, after, c.Metric, map[string]string{c.By: v})
+			if err != nil {
+				return nil, err
+			}
+			data[v] = d
+			total += d
+		}
+		data["Total"] = total
+		items = append(items, results.DataItem{Name: c.Item, Unit: "count", Data: data})
+	}
+	return items, nil
+}
