@@ -65,6 +65,16 @@ func laneClass(ctx context.Context, t *testing.T, l *Lane, suffix string, value 
 			t.Logf("cleanup: delete PriorityClass %s: %v", name, err)
 		}
 	})
+	// Priority admission resolves classes from an informer, so a class just created can still be
+	// "not found" for a moment. A dry-run pod naming it passes once admission sees it.
+	probe := l.Pod(scenarios.Member{Name: "class-probe", PriorityClassName: name})
+	Eventually(ctx, t, l.env.d(30*time.Second), "Priority admission to know PriorityClass "+name, func(ctx context.Context) (bool, string, error) {
+		_, err := l.Client.CoreV1().Pods(l.Name).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
+	})
 	return name
 }
 
@@ -576,16 +586,19 @@ func fullPreemptionFeature() []Feature {
 						t.Fatal("no scrape before the preemption (PRE-01 failed early)")
 					}
 					match := map[string]string{"result": "Success"}
+					last := "not scraped yet"
 					Eventually(ctx, t, l.env.d(30*time.Second), metricWAPAttempts+`{result="Success"} to rise`, func(ctx context.Context) (bool, string, error) {
 						after, err := wapSnapshot(ctx, l)
 						if err != nil {
-							return false, "", err
+							return false, last, err
 						}
 						d, err := metrics.Delta(before, after, metricWAPAttempts, match)
 						if err != nil {
-							return false, err.Error(), nil
+							last = err.Error()
+							return false, last, nil
 						}
-						return d > 0, fmt.Sprintf("delta %v", d), nil
+						last = fmt.Sprintf("delta %v", d)
+						return d > 0, last, nil
 					})
 				}},
 		},

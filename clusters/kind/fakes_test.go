@@ -100,10 +100,10 @@ type fakeNode struct {
 
 var _ nodes.Node = (*fakeNode)(nil)
 
-func (n *fakeNode) String() string                 { return n.name }
-func (n *fakeNode) Role() (string, error)          { return n.role, nil }
-func (n *fakeNode) IP() (string, string, error)    { return "172.18.0.2", "", nil }
-func (n *fakeNode) SerialLogs(w io.Writer) error   { return nil }
+func (n *fakeNode) String() string               { return n.name }
+func (n *fakeNode) Role() (string, error)        { return n.role, nil }
+func (n *fakeNode) IP() (string, string, error)  { return "172.18.0.2", "", nil }
+func (n *fakeNode) SerialLogs(w io.Writer) error { return nil }
 func (n *fakeNode) Command(name string, args ...string) kindexec.Cmd {
 	return n.CommandContext(context.Background(), name, args...)
 }
@@ -150,13 +150,16 @@ func (c *fakeCmd) Run() error {
 	}
 	return c.node.handle(c.node, c)
 }
-func (c *fakeCmd) SetEnv(...string) kindexec.Cmd          { return c }
-func (c *fakeCmd) SetStdin(r io.Reader) kindexec.Cmd      { c.stdin = r; return c }
-func (c *fakeCmd) SetStdout(w io.Writer) kindexec.Cmd     { c.stdout = w; return c }
-func (c *fakeCmd) SetStderr(w io.Writer) kindexec.Cmd     { c.stderr = w; return c }
-func (c *fakeCmd) line() string                           { return strings.Join(c.argv, " ") }
-func (c *fakeCmd) out(s string) error                     { _, err := io.WriteString(c.stdout, s); return err }
-func (c *fakeCmd) fail(msg string) error                  { io.WriteString(c.stderr, msg); return errors.New("exit status 1") }
+func (c *fakeCmd) SetEnv(...string) kindexec.Cmd      { return c }
+func (c *fakeCmd) SetStdin(r io.Reader) kindexec.Cmd  { c.stdin = r; return c }
+func (c *fakeCmd) SetStdout(w io.Writer) kindexec.Cmd { c.stdout = w; return c }
+func (c *fakeCmd) SetStderr(w io.Writer) kindexec.Cmd { c.stderr = w; return c }
+func (c *fakeCmd) line() string                       { return strings.Join(c.argv, " ") }
+func (c *fakeCmd) out(s string) error                 { _, err := io.WriteString(c.stdout, s); return err }
+func (c *fakeCmd) fail(msg string) error {
+	io.WriteString(c.stderr, msg)
+	return errors.New("exit status 1")
+}
 
 // containerdConfigV3 is enough of `containerd config dump` for kind's snapshotter detection.
 const containerdConfigV3 = "version = 3\n[plugins]\n  [plugins.\"io.containerd.cri.v1.images\"]\n    snapshotter = \"overlayfs\"\n"

@@ -307,3 +307,42 @@ func TestIntegrationGateOffSplits(t *testing.T) {
 	}
 	assertGone()
 }
+
+// TestIntegrationComponentControl kills the scheduler with SIGKILL and restarts it, restarts the
+// apiserver, and checks that the cluster still schedules: the fault-injection seam later issues use.
+func TestIntegrationComponentControl(t *testing.T) {
+	skipShort(t)
+	p, stateDir := newProvider(t)
+	cl, cs, assertGone := createCluster(t, p, stateDir, clusters.Spec{Name: "control", Nodes: 1, GPU: fakegpu.Inventory{Count: 8}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	before := componentPIDs(t, stateDir, cl.Name)
+	if err := cl.Control.Kill(ctx, clusters.Scheduler); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Control.Start(ctx, clusters.Scheduler); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Control.Restart(ctx, clusters.APIServer); err != nil {
+		t.Fatal(err)
+	}
+	after := componentPIDs(t, stateDir, cl.Name)
+	for _, c := range []clusters.Component{clusters.Scheduler, clusters.APIServer} {
+		if before[c] == after[c] {
+			t.Errorf("%s pid unchanged (%d) after restart: state file not updated", c, after[c])
+		}
+	}
+	if err := cl.Control.Start(ctx, clusters.Scheduler); err == nil {
+		t.Error("starting a running scheduler should be refused")
+	}
+	pod := scenarios.Pod("default", scenarios.Member{Name: "after-restart", GPUs: 1})
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDecided(ctx, t, cs, "default", "after-restart")
+	got, err := cs.CoreV1().Pods("default").Get(ctx, "after-restart", metav1.GetOptions{})
+	if err != nil || got.Spec.NodeName == "" {
+		t.Fatalf("pod not bound after the restarts: %v %+v", err, got.Status.Conditions)
+	}
+	assertGone()
+}

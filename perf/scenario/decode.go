@@ -490,3 +490,19 @@ func hash(data []byte, s *Scenario) string {
 	fmt.Fprintf(h, "\x00nodes=%s", strconv.Itoa(s.Cluster.Nodes))
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
+
+// Peek reads only metadata.name and metadata.labels, without validating anything else, so a set of
+// files can be filtered by label before the selected ones are resolved (which may fail for files
+// that were not asked for, e.g. at a --nodes they do not fit).
+func Peek(data []byte) (name string, labels []string) {
+	var doc struct {
+		Metadata struct {
+			Name   string   `yaml:"name"`
+			Labels []string `yaml:"labels"`
+		} `yaml:"metadata"`
+	}
+	if yaml.Unmarshal(data, &doc) != nil {
+		return "", nil
+	}
+	return doc.Metadata.Name, doc.Metadata.Labels
+}

@@ -1,0 +1,437 @@
+package kind
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/fakegpu"
+)
+
+const testCluster = "gangbench-test"
+
+// harness is a Provider wired to fakes: a kind whose clusters are fake nodes, a fake clientset, an
+// engine CLI that answers, and recording device plugin hooks.
+type harness struct {
+	t        *testing.T
+	p        *Provider
+	root     string
+	kind     *fakeKind
+	cs       *fake.Clientset
+	runner   *fakeRunner
+	behave   *kindNodeBehaviour
+	cp       *fakeNode
+	workers  []*fakeNode
+	mu       sync.Mutex
+	deployed []PluginDeployment
+	waited   []string
+	kwok     []kwokLaunch
+}
+
+func newHarness(t *testing.T, o Options) *harness {
+	t.Helper()
+	h := &harness{t: t, root: t.TempDir(), kind: &fakeKind{}, behave: newKindNodeBehaviour(t)}
+	h.runner = runnerWhere([]string{"docker"}, map[string]string{
+		"docker image inspect": "[{}]",
+		"docker save":          "SCHEDULER-IMAGE-TAR",
+	})
+	o.StateDir = h.root
+	o.Runner = h.runner.run
+	o.BuildPluginArchive = func(ctx context.Context, w io.Writer, ref string) error {
+		_, err := io.WriteString(w, "PLUGIN-IMAGE-TAR "+ref)
+		return err
+	}
+	o.DeployDevicePlugin = func(ctx context.Context, cs kubernetes.Interface, d PluginDeployment) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.deployed = append(h.deployed, d)
+		return nil
+	}
+	o.WaitAllocatable = func(ctx context.Context, cs kubernetes.Interface, selector string, inv fakegpu.Inventory, timeout time.Duration) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.waited = append(h.waited, selector)
+		return nil
+	}
+	p, err := New(WithOptions(o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.p = p
+	workers := o.Workers
+	if workers == 0 {
+		workers = 2
+	}
+	h.kind.onCreate = func(name string) ([]nodes.Node, error) {
+		writeTestKubeconfig(t, filepath.Join(clusterDir(h.root, name), "kubeconfig"))
+		h.cp = &fakeNode{name: name + "-control-plane", role: "control-plane", handle: h.behave.handle}
+		ns := []nodes.Node{h.cp}
+		h.workers = nil
+		for i := range workers {
+			suffix := ""
+			if i > 0 {
+				suffix = fmt.Sprint(i + 1)
+			}
+			w := &fakeNode{name: name + "-worker" + suffix, role: "worker", handle: h.behave.handle}
+			h.workers = append(h.workers, w)
+			ns = append(ns, w)
+		}
+		h.cs = newFakeClusterClient(name, workers, o.SchedulerImage)
+		return ns, nil
+	}
+	p.newKind = func(engine string) kindAPI {
+		if engine != "docker" {
+			t.Errorf("kind provider for engine %q, want docker", engine)
+		}
+		return h.kind
+	}
+	p.newClient = func(*rest.Config) (kubernetes.Interface, error) { return h.cs, nil }
+	ports := []int{41001, 41002, 41003}
+	p.freePort = func() (int, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		port := ports[0]
+		ports = ports[1:]
+		return port, nil
+	}
+	p.startKwok = func(ctx context.Context, l kwokLaunch) (*kwokProc, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.kwok = append(h.kwok, l)
+		// PID 0 is never alive, so Delete has nothing to signal.
+		return &kwokProc{Ref: procRef{}}, nil
+	}
+	return h
+}
+
+// newFakeClusterClient is what a fresh kind cluster's apiserver would hold once the device plugin
+// runs: Ready workers with GPUs, the etcd and scheduler mirror pods; nodes created later (kwok's) are
+// made Ready on creation, standing in for the kwok controller.
+func newFakeClusterClient(name string, workers int, schedImage string) *fake.Clientset {
+	var objs []runtime.Object
+	inv := fakegpu.Default()
+	for i := range workers {
+		suffix := ""
+		if i > 0 {
+			suffix = fmt.Sprint(i + 1)
+		}
+		n := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-worker" + suffix, Labels: workerLabels(inv)},
+			Status: corev1.NodeStatus{
+				Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")},
+				Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+			},
+		}
+		objs = append(objs, n)
+	}
+	cp := name + "-control-plane"
+	objs = append(objs, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "etcd-" + cp, Namespace: "kube-system"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.4-0"}}},
+	})
+	if schedImage == "" {
+		schedImage = "registry.k8s.io/kube-scheduler:v1.37.0"
+	}
+	objs = append(objs, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler-" + cp, Namespace: "kube-system"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "kube-scheduler", Image: schedImage}}},
+		Status:     corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	})
+	cs := fake.NewClientset(objs...)
+	cs.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.37.0"}
+	cs.PrependReactor("create", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		n := a.(k8stesting.CreateAction).GetObject().(*corev1.Node)
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		return false, nil, nil
+	})
+	return cs
+}
+
+func fakeKwokBinary(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "kwok")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\necho 'kwok version v0.8.0 (go1.26)'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func dirEntries(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func TestCreateWithoutEngineFailsFastAndCreatesNothing(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "state")
+	r := runnerWhere(nil, nil)
+	p, err := New(WithStateDir(root), WithOptions(Options{StateDir: root, Runner: r.run}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.newKind = func(string) kindAPI {
+		t.Error("kind provider made although no engine answers")
+		return &fakeKind{}
+	}
+	start := time.Now()
+	cl, err := p.Create(context.Background(), clusters.Spec{Nodes: 2})
+	if cl != nil || !errors.Is(err, ErrNoEngine) {
+		t.Fatalf("got %v, %v; want ErrNoEngine", cl, err)
+	}
+	for _, want := range []string{"docker: Cannot connect to the Docker daemon", "podman: not installed", "nerdctl: not installed", "use --provider local"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("took %s", d)
+	}
+	if e := dirEntries(t, root); len(e) != 0 {
+		t.Errorf("state dir not empty: %v", e)
+	}
+	for _, c := range r.calls {
+		if !strings.Contains(c, " info ") {
+			t.Errorf("ran more than the engine probe: %q", c)
+		}
+	}
+}
+
+// TestCreateWithoutEngineHere runs Create against this machine's real engines: where none answers
+// it must fail within the probe timeout and leave nothing behind.
+func TestCreateWithoutEngineHere(t *testing.T) {
+	if engine, err := DetectEngine(context.Background(), ""); err == nil {
+		t.Skipf("engine %s answers here; covered by the integration test", engine)
+	}
+	root := filepath.Join(t.TempDir(), "state")
+	p, err := New(WithStateDir(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = p.Create(context.Background(), clusters.Spec{})
+	if !errors.Is(err, ErrNoEngine) {
+		t.Fatalf("got %v, want ErrNoEngine", err)
+	}
+	if d := time.Since(start); d > engineProbeTimeout+5*time.Second {
+		t.Errorf("took %s", d)
+	}
+	if e := dirEntries(t, root); len(e) != 0 {
+		t.Errorf("state dir not empty: %v", e)
+	}
+	t.Logf("%v", err)
+}
+
+func TestCreateFlow(t *testing.T) {
+	h := newHarness(t, Options{
+		Workers: 2, KwokNodes: 3, SchedulerImage: "example.com/kube-scheduler:gang",
+		KwokBinary: fakeKwokBinary(t),
+	})
+	spec := clusters.Spec{
+		Name:                  testCluster,
+		ComponentFeatureGates: map[clusters.Component]map[string]bool{clusters.Scheduler: {"GenericWorkload": false}},
+		ExtraArgs:             map[clusters.Component]map[string]string{clusters.Kwok: {"v": "4"}},
+		ReadyTimeout:          10 * time.Second,
+	}
+	cl, err := h.p.Create(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The handle.
+	if cl.Name != testCluster || cl.Provider != "kind" || cl.Nodes != 5 || cl.GPU.Count != 8 || cl.SchedulerName != "default-scheduler" {
+		t.Errorf("handle %+v", cl)
+	}
+	kc := filepath.Join(h.root, testCluster, "kubeconfig")
+	if cl.KubeconfigPath != kc || cl.RESTConfig == nil || cl.RESTConfig.Host != "https://127.0.0.1:41234" {
+		t.Errorf("kubeconfig %q, rest config %+v", cl.KubeconfigPath, cl.RESTConfig)
+	}
+	if cl.APIServerMetrics.URL != "https://127.0.0.1:41234/metrics" || cl.APIServerMetrics.Transport == nil {
+		t.Errorf("apiserver metrics %+v", cl.APIServerMetrics)
+	}
+	sm := cl.SchedulerMetrics
+	if sm.URL != "https://127.0.0.1:41001/metrics" || !sm.InsecureSkipVerify || sm.CertFile == "" || sm.KeyFile == "" {
+		t.Errorf("scheduler metrics %+v", sm)
+	}
+	if _, err := sm.HTTPClient(); err != nil {
+		t.Errorf("scheduler metrics client (admin cert files): %v", err)
+	}
+	wantVersions := map[clusters.Component]string{
+		clusters.APIServer: "v1.37.0", clusters.ControllerManager: "v1.37.0", clusters.Scheduler: "v1.37.0-gangbench.1",
+		clusters.Etcd: "v3.6.4", clusters.Kwok: "v0.8.0", Kubelet: "v1.37.0",
+	}
+	for c, v := range wantVersions {
+		if cl.Versions[c] != v {
+			t.Errorf("version of %s: %q, want %q (all: %v)", c, cl.Versions[c], v, cl.Versions)
+		}
+	}
+	if cl.Control == nil {
+		t.Error("no Control")
+	}
+
+	// The config kind was given has the scheduler's port mapping.
+	cfg, err := os.ReadFile(filepath.Join(h.root, testCluster, "kind-config.yaml"))
+	if err != nil || !strings.Contains(string(cfg), "hostPort: 41001") || !strings.Contains(string(cfg), "GenericWorkload=false") {
+		t.Errorf("kind config (%v):\n%s", err, cfg)
+	}
+
+	// Device plugin: image in every worker (and only there), DaemonSet on workers, GPUs waited for.
+	for _, w := range h.workers {
+		if len(w.imported) != 1 || !strings.HasPrefix(string(w.imported[0]), "PLUGIN-IMAGE-TAR gangbench.dev/fakegpu-device-plugin") {
+			t.Errorf("worker %s imported %q", w.name, w.imported)
+		}
+	}
+	if len(h.deployed) != 1 || h.deployed[0].NodeSelector[LabelWorker] != "true" || h.deployed[0].Inventory.Count != 8 {
+		t.Errorf("deployed %+v", h.deployed)
+	}
+	if len(h.waited) != 1 || h.waited[0] != LabelWorker+"=true" {
+		t.Errorf("waited for %v", h.waited)
+	}
+
+	// Scheduler image: saved from docker, loaded into the control plane, manifest rewritten.
+	if len(h.cp.imported) != 1 || string(h.cp.imported[0]) != "SCHEDULER-IMAGE-TAR" {
+		t.Errorf("control plane imported %q", h.cp.imported)
+	}
+	manifest := h.cp.files["/etc/kubernetes/gangbench-kube-scheduler.yaml.tmp"]
+	for _, want := range []string{"image: example.com/kube-scheduler:gang", "imagePullPolicy: Never", "--feature-gates=GenericWorkload=false"} {
+		if !strings.Contains(manifest, want) {
+			t.Errorf("scheduler manifest lacks %q:\n%s", want, manifest)
+		}
+	}
+	if len(h.cp.callsMatching("mv /etc/kubernetes/gangbench-kube-scheduler.yaml.tmp "+manifestDir+"/kube-scheduler.yaml")) != 1 {
+		t.Errorf("manifest not installed; calls: %v", h.cp.calls)
+	}
+
+	// kwok: started with our flags, three simulated GPU nodes.
+	if len(h.kwok) != 1 {
+		t.Fatalf("kwok started %d times", len(h.kwok))
+	}
+	args := strings.Join(h.kwok[0].Args, " ")
+	for _, want := range []string{"--kubeconfig=" + kc, "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", "--server-address=127.0.0.1:41002", "--v=4", "--config=" + filepath.Join(h.root, testCluster, "kwok.yaml")} {
+		if !strings.Contains(args, want) {
+			t.Errorf("kwok args %q lack %q", args, want)
+		}
+	}
+	ns, err := h.cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: "type=kwok"})
+	if err != nil || len(ns.Items) != 3 {
+		t.Errorf("simulated nodes: %v, %v", ns, err)
+	}
+
+	// State: ready, found by List and Get.
+	st, err := readState(h.root, testCluster)
+	if err != nil || st.Phase != phaseReady || st.Engine != "docker" || st.KwokPort != 41002 {
+		t.Errorf("state %+v, %v", st, err)
+	}
+	infos, err := h.p.List(context.Background())
+	if err != nil || len(infos) != 1 || infos[0].Status != "degraded (kwok controller not running)" || infos[0].Nodes != 5 {
+		// The fake kwok has no process, so the cluster shows as degraded: that is List noticing.
+		t.Errorf("list %+v, %v", infos, err)
+	}
+	got, err := h.p.Get(context.Background(), testCluster)
+	if err != nil || got.Versions[clusters.Scheduler] != "v1.37.0-gangbench.1" || got.SchedulerMetrics.URL != sm.URL {
+		t.Errorf("get %+v, %v", got, err)
+	}
+
+	// Close deletes: kind cluster and state gone.
+	if err := cl.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Close(context.Background()); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if len(h.kind.deleted) != 1 || h.kind.deleted[0] != testCluster {
+		t.Errorf("kind deleted %v", h.kind.deleted)
+	}
+	if e := dirEntries(t, h.root); len(e) != 0 {
+		t.Errorf("state left after Close: %v", e)
+	}
+}
+
+func TestCreateFailureDeletesEverything(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1})
+	h.p.opts.DeployDevicePlugin = func(context.Context, kubernetes.Interface, PluginDeployment) error {
+		return errors.New("daemonset refused")
+	}
+	_, err := h.p.Create(context.Background(), clusters.Spec{Name: testCluster, ReadyTimeout: 5 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "daemonset refused") {
+		t.Fatalf("got %v", err)
+	}
+	if len(h.kind.created) != 1 || len(h.kind.deleted) != 1 {
+		t.Errorf("created %v deleted %v", h.kind.created, h.kind.deleted)
+	}
+	if e := dirEntries(t, h.root); len(e) != 0 {
+		t.Errorf("state left after a failed create: %v", e)
+	}
+}
+
+func TestCreateKeepLeavesClusterOnClose(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1, Keep: true})
+	cl, err := h.p.Create(context.Background(), clusters.Spec{Name: testCluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.kind.deleted) != 0 {
+		t.Errorf("kept cluster deleted: %v", h.kind.deleted)
+	}
+	// A second create of the same name is refused while it exists...
+	if _, err := h.p.Create(context.Background(), clusters.Spec{Name: testCluster}); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("second create: %v", err)
+	}
+	// ...and Delete removes it.
+	if err := h.p.Delete(context.Background(), testCluster); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.kind.deleted) != 1 {
+		t.Errorf("deleted %v", h.kind.deleted)
+	}
+}
+
+func TestCreateSchedulerImageMissingFailsEarly(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1, SchedulerImage: "example.com/nope:1"})
+	inner := h.runner.answer
+	h.runner.answer = func(line string) (string, error) {
+		if strings.HasPrefix(line, "docker image inspect") {
+			return "", &CommandError{Args: []string{"docker", "image", "inspect"}, Stderr: "Error: No such image: example.com/nope:1", Err: errors.New("exit status 1")}
+		}
+		return inner(line)
+	}
+	_, err := h.p.Create(context.Background(), clusters.Spec{Name: testCluster})
+	if err == nil || !strings.Contains(err.Error(), "No such image") {
+		t.Fatalf("got %v", err)
+	}
+	if len(h.kind.created) != 0 {
+		t.Error("kind create ran")
+	}
+	if e := dirEntries(t, h.root); len(e) != 0 {
+		t.Errorf("state dir not empty: %v", e)
+	}
+}

@@ -1,0 +1,306 @@
+// Package loadgen creates a scenario phase's PodGroups and pods. It has its own client with limits
+// far above what the apiserver sustains, and concurrent workers, so the figures measure the
+// scheduler and not the load: it reports the rate it achieved so a run can show it was not the
+// bottleneck. Each PodGroup is created before its pods; groups are handed to workers in scenario
+// order and each group's pods are created in index order.
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/gangbench/gangbench/perf/measure"
+	"github.com/gangbench/gangbench/perf/scenario"
+	"github.com/gangbench/gangbench/scenarios"
+)
+
+// Defaults for the generator's client and concurrency.
+const (
+	// DefaultQPS and DefaultBurst lift client-go's 5 QPS, which would make the harness the
+	// bottleneck; the apiserver's own max-inflight limits are then what bounds creation.
+	DefaultQPS   = 5000
+	DefaultBurst = 5000
+	// DefaultWorkers is the number of groups created concurrently. 16 in-flight creates keep a local
+	// apiserver busy without queueing in its priority-and-fairness levels.
+	DefaultWorkers = 16
+	// podFanOut is how many pods of one large group are created at once: a gang of 1000 created one
+	// pod at a time would take seconds of round trips while the other workers idle.
+	podFanOut  = 8
+	maxRetries = 5
+)
+
+// Config builds a client config for load: a copy of base with high limits and protobuf, which
+// costs the apiserver and this process less CPU per object than JSON.
+func Config(base *rest.Config, qps float32, burst int) *rest.Config {
+	cfg := rest.CopyConfig(base)
+	cfg.QPS, cfg.Burst = qps, burst
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	return cfg
+}
+
+// Generator creates objects of scenario phases in one namespace.
+type Generator struct {
+	Client        kubernetes.Interface
+	Namespace     string
+	SchedulerName string
+	Workers       int
+	// Timeline receives a PodGroupCreated and a PodCreated event per object, stamped when the
+	// create call returned.
+	Timeline *measure.Timeline
+	// OnGroup and OnPod, when set, are called after each create (progress bars).
+	OnGroup, OnPod func()
+}
+
+// Stats is what one phase's creation achieved.
+type Stats struct {
+	Phase     string
+	PodGroups int
+	Pods      int
+	// First and Last are when the first create was sent and the last one returned.
+	First, Last time.Time
+}
+
+// PodRate is the achieved pod creation rate.
+func (s Stats) PodRate() float64 {
+	if d := s.Last.Sub(s.First); d > 0 {
+		return float64(s.Pods) / d.Seconds()
+	}
+	return 0
+}
+
+// GroupName and PodName name a phase's objects: stable, sortable, and telling which phase made them.
+func GroupName(phase string, i int) string { return fmt.Sprintf("%s-%05d", phase, i) }
+
+// PodName names member j of a group.
+func PodName(group string, j int) string { return fmt.Sprintf("%s-%d", group, j) }
+
+// Run creates the phase's groups and pods and returns once all are created, or at the first error
+// (a failed create is a harness error: the workload would no longer be what the scenario says).
+func (g *Generator) Run(ctx context.Context, ph scenario.Phase) (Stats, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	workers := g.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers
+	}
+	st := Stats{Phase: ph.Name, First: time.Now()}
+	var mu sync.Mutex
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, ph.Groups) {
+		wg.Go(func() {
+			for i := range jobs {
+				pods, err := g.group(ctx, ph, i)
+				mu.Lock()
+				st.Pods += pods
+				if err == nil {
+					st.PodGroups++
+				}
+				mu.Unlock()
+				if err != nil {
+					cancel(err)
+				}
+			}
+		})
+	}
+	err := g.dispatch(ctx, ph, jobs)
+	close(jobs)
+	wg.Wait()
+	st.Last = time.Now()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return st, cause
+	}
+	if err != nil {
+		return st, err
+	}
+	return st, ctx.Err()
+}
+
+// dispatch hands out group indexes in order, at once (burst) or paced at the phase's rate. Pacing
+// is by deadline (start + i/rate), so a slow create does not push every later arrival back.
+func (g *Generator) dispatch(ctx context.Context, ph scenario.Phase, jobs chan<- int) error {
+	start := time.Now()
+	var timer *time.Timer
+	for i := range ph.Groups {
+		if ph.GroupsPerSecond > 0 {
+			at := start.Add(time.Duration(float64(i) / ph.GroupsPerSecond * float64(time.Second)))
+			if wait := time.Until(at); wait > 0 {
+				if timer == nil {
+					timer = time.NewTimer(wait)
+				} else {
+					timer.Reset(wait)
+				}
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+					timer.Stop()
+					return context.Cause(ctx)
+				}
+			}
+		}
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	return nil
+}
+
+// group creates PodGroup i and its pods; it returns how many pods it created.
+func (g *Generator) group(ctx context.Context, ph scenario.Phase, i int) (int, error) {
+	name := GroupName(ph.Name, i)
+	minCount := int32(0)
+	if ph.Policy == scenario.Gang {
+		minCount = int32(ph.MinCount)
+	}
+	pg := scenarios.PodGroup(g.Namespace, scenarios.Group{
+		Name: name, MinCount: minCount, DisruptionAll: ph.DisruptionAll, PriorityClassName: ph.PriorityClass,
+		Labels: map[string]string{measure.PhaseLabel: ph.Name},
+	})
+	err := retry(ctx, func() error {
+		_, err := g.Client.SchedulingV1beta1().PodGroups(g.Namespace).Create(ctx, pg, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("create PodGroup %s/%s: %w", g.Namespace, name, err)
+	}
+	disruption := "single"
+	if ph.DisruptionAll {
+		disruption = "all"
+	}
+	g.Timeline.Add(measure.Event{Time: time.Now(), Kind: measure.PodGroupCreated, Phase: ph.Name, Group: name,
+		MinCount: int(minCount), Policy: string(ph.Policy), DisruptionMode: disruption})
+	if g.OnGroup != nil {
+		g.OnGroup()
+	}
+	if ph.PodsPerGroup <= podFanOut {
+		for j := range ph.PodsPerGroup {
+			if err := g.pod(ctx, ph, name, j); err != nil {
+				return j, err
+			}
+		}
+		return ph.PodsPerGroup, nil
+	}
+	// Large groups: pods handed out in index order to a few goroutines.
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		created int
+		first   error
+	)
+	next := make(chan int)
+	for range podFanOut {
+		wg.Go(func() {
+			for j := range next {
+				err := g.pod(ctx, ph, name, j)
+				mu.Lock()
+				if err == nil {
+					created++
+				} else if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+feed:
+	for j := range ph.PodsPerGroup {
+		mu.Lock()
+		failed := first != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		select {
+		case next <- j:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = context.Cause(ctx)
+	}
+	return created, first
+}
+
+func (g *Generator) pod(ctx context.Context, ph scenario.Phase, group string, j int) error {
+	name := PodName(group, j)
+	p := scenarios.Pod(g.Namespace, scenarios.Member{
+		Name: name, Group: group, GPUs: int64(ph.GPUsPerPod), PriorityClassName: ph.PriorityClass,
+		SchedulerName: g.SchedulerName, Labels: map[string]string{measure.PhaseLabel: ph.Name},
+	})
+	addRequests(p, ph)
+	err := retry(ctx, func() error {
+		_, err := g.Client.CoreV1().Pods(g.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create pod %s/%s: %w", g.Namespace, name, err)
+	}
+	g.Timeline.Add(measure.Event{Time: time.Now(), Kind: measure.PodCreated, Phase: ph.Name, Group: group, Pod: name})
+	if g.OnPod != nil {
+		g.OnPod()
+	}
+	return nil
+}
+
+// addRequests adds the phase's cpu and memory requests (the builder sets only GPUs).
+func addRequests(p *corev1.Pod, ph scenario.Phase) {
+	c := &p.Spec.Containers[0]
+	for name, q := range map[corev1.ResourceName]resource.Quantity{corev1.ResourceCPU: ph.CPU, corev1.ResourceMemory: ph.Memory} {
+		if q.IsZero() {
+			continue
+		}
+		if c.Resources.Requests == nil {
+			c.Resources.Requests = corev1.ResourceList{}
+		}
+		c.Resources.Requests[name] = q.DeepCopy()
+	}
+}
+
+// retry retries creates the apiserver refused for load (429, timeouts, 5xx), with a bounded
+// exponential backoff; an object that turns out to exist was created by an earlier attempt whose
+// response was lost.
+func retry(ctx context.Context, create func() error) error {
+	backoff := 50 * time.Millisecond
+	var err error
+	for attempt := 0; attempt <= maxRetries; attempt++ {
+		err = create()
+		switch {
+		case err == nil:
+			return nil
+		case attempt > 0 && apierrors.IsAlreadyExists(err):
+			return nil
+		case !retriable(err):
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, context.Cause(ctx))
+		}
+		backoff *= 2
+	}
+	return fmt.Errorf("gave up after %d attempts: %w", maxRetries+1, err)
+}
+
+func retriable(err error) bool {
+	return apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err)
+}
