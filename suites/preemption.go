@@ -480,32 +480,33 @@ func fullPreemptionFeature() []Feature {
 						t.Fatal("the gang was not created (PRE-01 failed early)")
 					}
 					want := "Preempted by podgroup " + pgUID + " on node cluster"
-					for _, v := range victimSet {
-						var found *corev1.Event
-						seen := "no events listed yet"
-						err := Poll(ctx, l.env.d(30*time.Second), fmt.Sprintf("a Preempted event on %s containing %q", v, want), func(ctx context.Context) (bool, string, error) {
-							evs, err := l.Events(ctx, v)
-							if err != nil {
-								return false, seen, err
+					// One wait for all victims: the events of one preemption arrive together.
+					found := map[string]corev1.Event{}
+					seen := "no events listed yet"
+					err := Poll(ctx, l.env.d(30*time.Second), fmt.Sprintf("a Preempted event containing %q on each of %v", want, victimSet), func(ctx context.Context) (bool, string, error) {
+						evs, err := l.Events(ctx, "")
+						if err != nil {
+							return false, seen, err
+						}
+						msgs := map[string][]string{}
+						for _, e := range evs {
+							if e.Reason != "Preempted" || !slices.Contains(victimSet, e.InvolvedObject.Name) {
+								continue
 							}
-							var msgs []string
-							for i := range evs {
-								if evs[i].Reason != "Preempted" {
-									continue
-								}
-								msgs = append(msgs, evs[i].Message)
-								if strings.Contains(evs[i].Message, want) {
-									found = &evs[i]
-								}
+							msgs[e.InvolvedObject.Name] = append(msgs[e.InvolvedObject.Name], e.Message)
+							if strings.Contains(e.Message, want) {
+								found[e.InvolvedObject.Name] = e
 							}
-							seen = fmt.Sprintf("Preempted events: %q", msgs)
-							return found != nil, seen, nil
-						})
-						switch {
-						case err != nil:
-							t.Error(err)
-						case found.Related == nil || found.Related.Kind != "PodGroup" || found.Related.Name != gang:
-							t.Errorf("Preempted event of %s: related %+v, want PodGroup %s", v, found.Related, gang)
+						}
+						seen = fmt.Sprintf("Preempted events per victim: %q", msgs)
+						return len(found) == len(victimSet), seen, nil
+					})
+					if err != nil {
+						t.Error(err)
+					}
+					for v, e := range found {
+						if e.Related == nil || e.Related.Kind != "PodGroup" || e.Related.Name != gang {
+							t.Errorf("Preempted event of %s: related %+v, want PodGroup %s", v, e.Related, gang)
 						}
 					}
 				}},

@@ -109,9 +109,14 @@ func (k *control) stop(ctx context.Context, c clusters.Component, kill bool) err
 				return err
 			}
 			return pollEvery(ctx, "kubelet on "+n.String()+" to stop", 200*time.Millisecond, k.timeout, func(ctx context.Context) (bool, string) {
-				out, _ := nodeRun(ctx, n, nil, "systemctl", "is-active", "kubelet")
+				// is-active exits non-zero for every state but active, so its output is what counts;
+				// no output at all means the node could not be asked, which proves nothing.
+				out, err := nodeRun(ctx, n, nil, "systemctl", "is-active", "kubelet")
 				s := strings.TrimSpace(out)
-				return s != "active" && s != "activating", "systemctl is-active: " + s
+				if s == "" && err != nil {
+					return false, err.Error()
+				}
+				return s != "active" && s != "activating" && s != "reloading", "systemctl is-active: " + s
 			})
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -68,7 +69,17 @@ func (p *Provider) Create(ctx context.Context, spec clusters.Spec) (*clusters.Cl
 	if err := p.claim(ctx, st); err != nil {
 		return nil, err
 	}
-	c := &creation{p: p, pl: pl, st: st, api: p.newKind(engine), dir: clusterDir(root, name), config: cfg}
+	api := p.newKind(engine)
+	// A kind cluster of this name that gangbench has no state for was made by someone else: creating
+	// would fail, and the cleanup after the failure would delete their cluster.
+	existing, err := api.List()
+	if err == nil && slices.Contains(existing, name) {
+		err = fmt.Errorf("a kind cluster named %q already exists in %s and was not made by gangbench; delete it with kind or choose another --name", name, engine)
+	}
+	if err != nil {
+		return nil, errors.Join(err, removeState(root, name))
+	}
+	c := &creation{p: p, pl: pl, st: st, api: api, dir: clusterDir(root, name), config: cfg}
 	start := time.Now()
 	cl, err := c.run(ctx)
 	if err != nil {
@@ -191,13 +202,14 @@ func (c *creation) run(ctx context.Context) (*clusters.Cluster, error) {
 		return nil, err
 	}
 	p, st := c.p, c.st
-	var closed bool
+	var once sync.Once
+	var closeErr error
 	cl.Close = func(ctx context.Context) error {
-		if closed || p.opts.Keep {
+		if p.opts.Keep {
 			return nil
 		}
-		closed = true
-		return p.destroy(context.WithoutCancel(ctx), st)
+		once.Do(func() { closeErr = p.destroy(context.WithoutCancel(ctx), st) })
+		return closeErr
 	}
 	return cl, nil
 }
@@ -288,6 +300,12 @@ func (c *creation) scheduler(ctx context.Context, image string, timeout time.Dur
 		return "", fmt.Errorf("scheduler image %s: %w", image, err)
 	}
 	_ = os.Remove(archive) // it can be hundreds of MB and is in the node now
+	// The kubelet looks the image up by the manifest's name, normalised (docker.io/library/ for
+	// short names); an engine that saved it under another name (podman: localhost/<short name>)
+	// would leave the scheduler in ErrImageNeverPull, so check the name resolves in the node now.
+	if _, err := nodeRun(ctx, cp, nil, "crictl", "inspecti", image); err != nil {
+		return "", fmt.Errorf("scheduler image %s was loaded, but the node does not find it under that name (give the image's full name as the engine lists it, e.g. localhost/… for podman): %w", image, err)
+	}
 	if err := swapScheduler(ctx, cp, image, schedulerFlags(c.pl.Spec)); err != nil {
 		return "", fmt.Errorf("scheduler image %s: %w", image, err)
 	}

@@ -435,3 +435,18 @@ func TestCreateSchedulerImageMissingFailsEarly(t *testing.T) {
 		t.Errorf("state dir not empty: %v", e)
 	}
 }
+
+func TestCreateRefusesForeignClusterOfSameName(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1})
+	h.kind.clusters = map[string][]nodes.Node{testCluster: nil}
+	_, err := h.p.Create(context.Background(), clusters.Spec{Name: testCluster})
+	if err == nil || !strings.Contains(err.Error(), "not made by gangbench") {
+		t.Fatalf("got %v", err)
+	}
+	if len(h.kind.created) != 0 || len(h.kind.deleted) != 0 {
+		t.Errorf("created %v deleted %v: the foreign cluster must not be touched", h.kind.created, h.kind.deleted)
+	}
+	if e := dirEntries(t, h.root); len(e) != 0 {
+		t.Errorf("state dir not empty: %v", e)
+	}
+}

@@ -215,6 +215,8 @@ func (b *kindNodeBehaviour) handle(n *fakeNode, c *fakeCmd) error {
 		n.files[strings.TrimPrefix(line, "cp /dev/stdin ")] = string(data)
 		n.mu.Unlock()
 		return nil
+	case strings.HasPrefix(line, "crictl inspecti "):
+		return c.out(`{"status":{"id":"sha256:5ched"}}`)
 	case strings.HasPrefix(line, "crictl ps"):
 		if b.schedulerRunning {
 			return c.out("c0ffee\n")

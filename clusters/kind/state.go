@@ -346,7 +346,12 @@ func (p *Provider) destroy(ctx context.Context, st *state) error {
 		// cluster, and `delete --all` must not go looking for clusters it did not make.
 		return errors.Join(append(errs, fmt.Errorf("cannot delete kind cluster %q: %w", st.Name, err))...)
 	}
-	if err := p.newKind(st.Engine).Delete(st.Name, st.Kubeconfig); err != nil {
+	kubeconfig := st.Kubeconfig
+	if kubeconfig == "" {
+		// Never "": kind would then edit $KUBECONFIG or ~/.kube/config.
+		kubeconfig = filepath.Join(clusterDir(p.opts.StateDir, st.Name), "kubeconfig")
+	}
+	if err := p.newKind(st.Engine).Delete(st.Name, kubeconfig); err != nil {
 		errs = append(errs, fmt.Errorf("delete kind cluster %q: %w", st.Name, err))
 		return errors.Join(errs...)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"path/filepath"
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
@@ -85,6 +86,14 @@ func BindFlags(fs *flag.FlagSet, getenv func(string) string) func() (Options, er
 		}
 		if o.PluginDir == "" {
 			bad(FlagPluginDir, `""`, errors.New("must not be empty"))
+		} else if sock := filepath.Join(o.PluginDir, o.SocketName); len(sock) > maxSocketPath {
+			bad(FlagPluginDir, o.PluginDir, fmt.Errorf("socket path %s would exceed the %d bytes a unix socket allows", sock, maxSocketPath))
+		}
+		if o.SocketName == "" || o.SocketName != filepath.Base(o.SocketName) {
+			bad(FlagSocketName, fmt.Sprintf("%q", o.SocketName), errors.New("must be a plain file name"))
+		}
+		if o.KubeletSocket != "" && o.PluginDir != "" && filepath.Dir(filepath.Clean(o.KubeletSocket)) != filepath.Clean(o.PluginDir) {
+			bad(FlagKubeletSocket, o.KubeletSocket, fmt.Errorf("must be in --%s (%s): the kubelet resolves the plugin endpoint next to its own socket", FlagPluginDir, o.PluginDir))
 		}
 		if o.PollInterval <= 0 {
 			bad(FlagPollInterval, o.PollInterval, errors.New("must be positive"))

@@ -74,6 +74,9 @@ func TestBindFlagsErrors(t *testing.T) {
 		{name: "memory", env: env, args: []string{"--memory-mib=-1"}, want: []string{"--memory-mib=-1"}},
 		{name: "domain", env: env, args: []string{"--count=8", "--nvlink-domain-size=3"}, want: []string{"--nvlink-domain-size=3", "divide"}},
 		{name: "no node", args: nil, want: []string{"--node-name", "NODE_NAME"}},
+		{name: "kubelet socket elsewhere", env: env, args: []string{"--plugin-dir=/a", "--kubelet-socket=/b/k.sock"}, want: []string{"--kubelet-socket=/b/k.sock", "--plugin-dir"}},
+		{name: "plugin dir too long", env: env, args: []string{"--plugin-dir=/" + strings.Repeat("x", 100)}, want: []string{"--plugin-dir=/xxx", "107"}},
+		{name: "socket name", env: env, args: []string{"--socket-name=a/b"}, want: []string{`--socket-name="a/b"`}},
 		{name: "poll", env: env, args: []string{"--poll-interval=0s"}, want: []string{"--poll-interval=0s"}},
 		{name: "all at once", args: []string{"--count=0", "--product=a b"}, want: []string{"--count=0", "--product", "--node-name"}},
 	} {

@@ -75,7 +75,9 @@ type Options struct {
 	// in a pod or "127.0.0.1:0" in tests (HealthAddr on the Plugin reports the bound address).
 	HealthAddr string
 	// HealthFile, if set, is a file listing unhealthy device IDs, one per line (blank lines and lines
-	// starting with # are ignored). A missing file means no device is unhealthy through it.
+	// starting with # are ignored; unknown IDs are logged and ignored). It is re-read when it changes
+	// and every PollInterval. A missing file means no device is unhealthy through it. Keep it out of
+	// PluginDir: a starting kubelet may clear that directory.
 	HealthFile string
 	// PollInterval is how often sockets and the health file are re-checked besides filesystem events;
 	// default DefaultPollInterval.
@@ -245,6 +247,10 @@ func (p *Plugin) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	// The directory must exist to be watched; the kubelet normally created it already.
+	if err := os.MkdirAll(p.opts.PluginDir, 0o750); err != nil {
+		return fmt.Errorf("plugin: creating %s: %w", p.opts.PluginDir, err)
+	}
 	// Watch before creating the socket so no event after it is missed.
 	watcher := p.newWatcher()
 	if watcher != nil {
@@ -558,7 +564,7 @@ func (p *Plugin) registerLoop(ctx context.Context, kick <-chan struct{}) {
 			}
 			p.setRegistered(false, err)
 			level := slog.LevelDebug
-			if attempt == 1 || backoff == registerBackoffMax {
+			if attempt == 1 || attempt%20 == 0 { // a kubelet that stays away is worth a warning, not one per retry
 				level = slog.LevelWarn
 			}
 			p.log.Log(ctx, level, "registration with kubelet failed; retrying", "err", err, "attempt", attempt, "retryIn", backoff)

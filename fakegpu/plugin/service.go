@@ -64,7 +64,9 @@ func (s *service) ListAndWatch(_ *pluginapi.Empty, stream pluginapi.DevicePlugin
 
 // deviceList is the current device list and a channel closed at the next health change. Each
 // device's NUMA node is its NVLink domain: the kubelet's topology manager then treats a domain as a
-// locality unit, the closest analogue it has.
+// locality unit, the closest analogue it has. With its default policy (none, kind's) the IDs are
+// only recorded; a restrictive policy (single-numa-node) on a host with fewer NUMA nodes than
+// domains would refuse the devices of the missing nodes.
 func (p *Plugin) deviceList() ([]*pluginapi.Device, <-chan struct{}) {
 	unhealthy, changed := p.health.snapshot()
 	devs := make([]*pluginapi.Device, len(p.ids))

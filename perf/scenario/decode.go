@@ -8,7 +8,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -24,6 +23,9 @@ type Options struct {
 	Params map[string]string
 	// Nodes overrides cluster.nodes when > 0 (--nodes).
 	Nodes int
+	// GPUsPerNode and Product override cluster.gpusPerNode and cluster.product when set.
+	GPUsPerNode int
+	Product     string
 	// Measurements are the measurement names a file may list; a file that lists none takes them all.
 	Measurements []string
 }
@@ -135,6 +137,12 @@ func Load(file string, data []byte, opts Options) (*Scenario, error) {
 	}
 	if opts.Nodes > 0 {
 		s.Cluster.Nodes = opts.Nodes
+	}
+	if opts.GPUsPerNode > 0 {
+		s.Cluster.GPUsPerNode = opts.GPUsPerNode
+	}
+	if opts.Product != "" {
+		s.Cluster.Product = opts.Product
 	}
 	validate(d, s, root, pos, opts)
 	switch {
@@ -290,8 +298,13 @@ func validate(d *strictyaml.Decoder, s *Scenario, root *yaml.Node, pos positions
 	nodesField := "cluster.nodes"
 	nodesNode := pos.at(nodesField, pos.at("cluster", root))
 	via := ""
-	if opts.Nodes > 0 {
+	switch {
+	case opts.Nodes > 0 && opts.GPUsPerNode > 0:
+		via = fmt.Sprintf(" (--nodes %d --gpus-per-node %d)", opts.Nodes, opts.GPUsPerNode)
+	case opts.Nodes > 0:
 		via = fmt.Sprintf(" (--nodes %d)", opts.Nodes)
+	case opts.GPUsPerNode > 0:
+		via = fmt.Sprintf(" (--gpus-per-node %d)", opts.GPUsPerNode)
 	}
 	switch {
 	case pos[nodesField] == nil && opts.Nodes == 0:
@@ -300,7 +313,7 @@ func validate(d *strictyaml.Decoder, s *Scenario, root *yaml.Node, pos positions
 		d.Errorf(nodesNode, nodesField, "%d%s is out of range (accepted: 1 to 20000)", s.Cluster.Nodes, via)
 	}
 	if s.Cluster.GPUsPerNode < 1 || s.Cluster.GPUsPerNode > 64 {
-		d.Errorf(pos.at("cluster.gpusPerNode", root), "cluster.gpusPerNode", "%d is out of range (accepted: 1 to 64)", s.Cluster.GPUsPerNode)
+		d.Errorf(pos.at("cluster.gpusPerNode", pos.at("cluster", root)), "cluster.gpusPerNode", "%d%s is out of range (accepted: 1 to 64)", s.Cluster.GPUsPerNode, via)
 	}
 	if s.Scheduler.KubeAPIQPS < 1 {
 		d.Errorf(pos.at("scheduler.kubeAPIQPS", root), "scheduler.kubeAPIQPS", "%d: want at least 1 (the stock kube-scheduler uses %d)", s.Scheduler.KubeAPIQPS, StockKubeAPIQPS)
@@ -365,7 +378,7 @@ func validatePhases(d *strictyaml.Decoder, s *Scenario, pos positions, via strin
 			bad("gpusPerPod", "0 and no cpu or memory: a pod must request something, or it measures nothing a scheduler decides")
 		}
 		if ph.GPUsPerPod > s.Cluster.GPUsPerNode {
-			bad("gpusPerPod", "%d is more than cluster.gpusPerNode (%d): no node can hold such a pod", ph.GPUsPerPod, s.Cluster.GPUsPerNode)
+			bad("gpusPerPod", "%d is more than cluster.gpusPerNode (%d%s): no node can hold such a pod", ph.GPUsPerPod, s.Cluster.GPUsPerNode, via)
 		}
 		if !ph.CPU.IsZero() && ph.CPU.Cmp(nodeCPU) > 0 {
 			bad("cpu", "%s is more than a simulated node's %s CPUs", ph.CPU.String(), NodeCPU)
@@ -475,7 +488,7 @@ func checkCapacity(d *strictyaml.Decoder, s *Scenario, pos positions, shapeOK []
 	}
 }
 
-// hash identifies what ran: the file's bytes, the effective params and the resolved node count.
+// hash identifies what ran: the file's bytes, the effective params and the resolved cluster shape.
 func hash(data []byte, s *Scenario) string {
 	h := sha256.New()
 	h.Write(data)
@@ -487,7 +500,7 @@ func hash(data []byte, s *Scenario) string {
 	for _, k := range keys {
 		fmt.Fprintf(h, "\x00%s=%s", k, s.Params[k])
 	}
-	fmt.Fprintf(h, "\x00nodes=%s", strconv.Itoa(s.Cluster.Nodes))
+	fmt.Fprintf(h, "\x00nodes=%d\x00gpusPerNode=%d\x00product=%s", s.Cluster.Nodes, s.Cluster.GPUsPerNode, s.Cluster.Product)
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/gangbench/gangbench/clusters/existing"
+	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/perf"
+	"github.com/gangbench/gangbench/perf/scenario"
+	"github.com/gangbench/gangbench/perf/slo"
+	"github.com/gangbench/gangbench/results"
+)
+
+// exitSLOViolation is the exit code of a run whose figures violate an SLO (the harness worked).
+const exitSLOViolation = 3
+
+type perfRunFlags struct {
+	cluster    clusterFlags
+	scenarios  []string
+	labels     []string
+	slo        string
+	params     []string
+	runDir     string
+	kubeconfig string
+	workers    int
+	loadQPS    float32
+	grace      time.Duration
+	deadline   time.Duration
+}
+
+func newPerfCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "perf",
+		Short: "Throughput benchmarks of gang scheduling, with SLO verdicts",
+		Long: `Measure how fast the scheduler under test binds gangs on simulated GPU nodes.
+
+'perf run' creates a local cluster shaped for each scenario (or uses --kubeconfig), creates the
+scenario's PodGroups and pods, measures binding throughput (from a pod watch and from the apiserver's
+binding counter), gang latency, the scheduler's own histograms and the gang invariants under load,
+judges them against an SLO file, and writes run.json and events.jsonl. 'perf report' renders a
+finished run from those files.`,
+	}
+	cmd.AddCommand(newPerfRunCmd(g, stdout, stderr), newPerfReportCmd(stdout), newPerfListCmd(stdout))
+	return cmd
+}
+
+func newPerfRunCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
+	var f perfRunFlags
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run perf scenarios and judge them against SLOs",
+		Long: `Run perf scenarios: by default the shipped scenarios labelled "default" ('gangbench perf list').
+
+Each scenario gets a local cluster of its shape (--nodes overrides every scenario's node count);
+consecutive scenarios of one shape share it. Results go to --run-dir: run.json (environment,
+figures, SLO verdicts) and events.jsonl (every create and bind with its time). The figures are
+also printed as Go benchmark lines, so repeated runs can be compared with benchstat.
+
+Built-in objectives (no partial gangs, every pod that fits is bound, PodGroup status never
+regresses) are always judged; --slo adds thresholds from a file ('default' is perf/slo/default.yaml).
+
+Exit codes: 0 every objective holds; 3 an SLO is violated; 2 usage; 1 harness or cluster error.
+Results are written in every case.`,
+		Example: `  gangbench perf run --scenario smoke --nodes 50
+  gangbench perf run --nodes 500 --slo default
+  gangbench perf run --scenario perf/scenarios/upstream-1000gangs.yaml --nodes 5000 --param groups=2000
+  gangbench perf run --labels upstream --scheduler-binary ./my-kube-scheduler`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPerf(cmd, g, &f, stdout, stderr)
+		},
+	}
+	f.cluster.register(cmd, 0)
+	fs := cmd.Flags()
+	fs.Lookup("nodes").Usage = "simulated nodes for every scenario (default: each scenario's cluster.nodes)"
+	fs.StringArrayVar(&f.scenarios, "scenario", nil, "scenario file or shipped scenario name (repeatable; default: the shipped set selected by --labels)")
+	fs.StringSliceVar(&f.labels, "labels", nil, "select shipped scenarios by label: x or +x requires, -x excludes (default: default)")
+	fs.StringVar(&f.slo, "slo", "", "SLO file to judge the figures against; 'default' is the shipped perf/slo/default.yaml")
+	fs.StringArrayVar(&f.params, "param", nil, "override a scenario $param as name=value (repeatable)")
+	fs.StringVar(&f.runDir, "run-dir", "", "where results go (default _output/runs/<id>)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "run against this existing cluster instead of creating one (it is not deleted)")
+	fs.IntVar(&f.workers, "load-workers", 0, "PodGroups the load generator creates concurrently (default 16)")
+	fs.Float32Var(&f.loadQPS, "load-qps", 0, "the load generator's client QPS and burst (default 5000)")
+	fs.DurationVar(&f.grace, "partial-grace", 0, "how long a gang may be partially bound before it counts as a partial placement (default 10s)")
+	fs.DurationVar(&f.deadline, "deadline", 60*time.Minute, "the whole run's deadline")
+	return cmd
+}
+
+func parseParams(vals []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, v := range vals {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return nil, usageError{fmt.Errorf("--param %q: want name=value", v)}
+		}
+		out[k] = val
+	}
+	return out, nil
+}
+
+func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr io.Writer) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.deadline)
+	defer cancel()
+	params, err := parseParams(f.params)
+	if err != nil {
+		return err
+	}
+	flags := cmd.Flags()
+	if f.cluster.nodes < 0 {
+		return usageError{fmt.Errorf("--nodes %d: want a positive count", f.cluster.nodes)}
+	}
+	opts := scenario.Options{Params: params, Nodes: f.cluster.nodes}
+	if flags.Changed("gpus-per-node") {
+		opts.GPUsPerNode = f.cluster.gpusPerNode
+	}
+	if flags.Changed("gpu-product") {
+		opts.Product = f.cluster.gpuProduct
+	}
+	if len(f.scenarios) > 0 && len(f.labels) > 0 {
+		return usageError{errors.New("--scenario and --labels select scenarios two ways; give one")}
+	}
+	log := g.logger(stderr)
+	var source perf.ClusterSource
+	if f.kubeconfig != "" {
+		ex, err := existingSource(ctx, f.kubeconfig)
+		if err != nil {
+			return codedError{err, exitError}
+		}
+		// Scenarios are resolved for the cluster as it is: fill is a fraction of its GPUs.
+		nodes, gpus, err := ex.Inventory(ctx)
+		if err != nil {
+			return codedError{err, exitError}
+		}
+		if opts.Nodes == 0 {
+			opts.Nodes = nodes
+		}
+		if opts.GPUsPerNode == 0 && gpus > 0 {
+			opts.GPUsPerNode = gpus
+		}
+		source = ex
+	}
+	scs, err := perf.LoadScenarios(perf.Selection{Refs: f.scenarios, Labels: f.labels}, opts)
+	if err != nil {
+		return usageError{err}
+	}
+	var objectives []slo.Objective
+	if f.slo != "" {
+		if objectives, err = perf.LoadSLO(f.slo); err != nil {
+			return usageError{err}
+		}
+	}
+	if source == nil {
+		if source, err = localSource(ctx, cmd, &f.cluster, stderr); err != nil {
+			return err
+		}
+	}
+
+	started := time.Now()
+	id := results.NewRunID(started)
+	runDir := f.runDir
+	if runDir == "" {
+		runDir = filepath.Join("_output", "runs", id)
+	}
+	runDir, _ = filepath.Abs(runDir)
+	var progress *perf.Progress
+	if file, ok := stdout.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
+		progress = perf.NewProgress(stdout)
+	}
+	fmt.Fprintf(stderr, "running %d scenario(s): %s\n", len(scs), scenarioNames(scs))
+	run, runErr := perf.Run(ctx, perf.Options{
+		Scenarios: scs, Objectives: objectives, Source: source, RunDir: runDir, ID: id, Started: started,
+		SchedulerBinary: f.cluster.schedulerBin, Workers: f.workers, LoadQPS: f.loadQPS, LoadBurst: int(f.loadQPS),
+		PartialGrace: f.grace, Progress: progress, Log: log,
+	})
+	progress.Wait()
+	fmt.Fprintln(stdout)
+	if err := perf.WriteReport(stdout, run, perf.FormatText); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nresults: %s (run.json, events.jsonl)\n", runDir)
+	v := perf.VerdictOf(run)
+	switch {
+	case runErr != nil:
+		return codedError{runErr, exitError}
+	case v.ExitCode == exitSLOViolation:
+		return codedError{fmt.Errorf("%d SLO violation(s); see the SLOs above", run.Summary().SLOViolations), exitSLOViolation}
+	case v.ExitCode != 0:
+		return codedError{errors.New("the run has errors; see the SLOs above"), v.ExitCode}
+	}
+	return nil
+}
+
+func scenarioNames(scs []*scenario.Scenario) string {
+	var n []string
+	for _, s := range scs {
+		n = append(n, fmt.Sprintf("%s (%d nodes)", s.Name, s.Cluster.Nodes))
+	}
+	return strings.Join(n, ", ")
+}
+
+// localSource builds the local provider's source from the cluster flags. The binaries are built
+// here, with progress on the terminal, rather than silently inside the first cluster create.
+func localSource(ctx context.Context, cmd *cobra.Command, f *clusterFlags, stderr io.Writer) (perf.ClusterSource, error) {
+	if !cmd.Flags().Changed("name") {
+		// Unique per run, so a perf run never collides with a user's cluster or another run.
+		f.name = fmt.Sprintf("perf-%d", os.Getpid())
+	}
+	// The spec's node count is set per scenario; validate the rest with a placeholder.
+	probe := *f
+	probe.nodes = 1
+	spec, err := probe.spec()
+	if err != nil {
+		return nil, err
+	}
+	spec.Nodes = 0
+	if !cmd.Flags().Changed("timeout") {
+		spec.ReadyTimeout = 0 // the source scales it with the node count
+	}
+	if _, err := k8sbin.Ensure(ctx, spec.KubernetesVersion, f.binOptions(stderr)); err != nil {
+		return nil, codedError{err, exitError}
+	}
+	p, err := local.New(local.WithBinaries(f.binOptions(stderr)))
+	if err != nil {
+		return nil, codedError{err, exitError}
+	}
+	stateDir, err := local.DefaultStateDir()
+	if err != nil {
+		return nil, codedError{err, exitError}
+	}
+	return &perf.LocalSource{Provider: p, Base: spec, StateDir: stateDir}, nil
+}
+
+// existingSource opens --kubeconfig. When it is the kubeconfig of a local gangbench cluster, the
+// local handle is used instead: it knows where the scheduler's /metrics is.
+func existingSource(ctx context.Context, kubeconfig string) (*perf.ExistingSource, error) {
+	abs, _ := filepath.Abs(kubeconfig)
+	if p, err := local.New(); err == nil {
+		if infos, err := p.List(ctx); err == nil {
+			for _, i := range infos {
+				cl, err := p.Get(ctx, i.Name)
+				if err != nil || cl.KubeconfigPath != abs {
+					continue
+				}
+				return &perf.ExistingSource{Cluster: cl}, nil
+			}
+		}
+	}
+	cl, info, err := existing.Open(ctx, kubeconfig, "")
+	if err != nil {
+		return nil, err
+	}
+	if !info.GangAPIServed {
+		return nil, fmt.Errorf("cluster %s: %s", cl.Name, info.Missing)
+	}
+	return &perf.ExistingSource{Cluster: cl}, nil
+}
+
+func newPerfReportCmd(stdout io.Writer) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "report RUN_DIR",
+		Short: "Render a finished perf run from its files (no cluster needed)",
+		Example: `  gangbench perf report _output/runs/20261129-161500-a3f0
+  gangbench perf report _output/runs/<id> --format markdown >> "$GITHUB_STEP_SUMMARY"
+  gangbench perf report _output/runs/<id> --format bench > new.txt && benchstat old.txt new.txt`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !slices.Contains(perf.Formats(), format) {
+				return usageError{fmt.Errorf("--format %q: accepted: %s", format, strings.Join(perf.Formats(), ", "))}
+			}
+			run, err := results.Read(args[0])
+			if err != nil {
+				return err
+			}
+			return perf.WriteReport(stdout, run, format)
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", perf.FormatText, "text, markdown, json, or bench (Go benchmark lines only)")
+	return cmd
+}
+
+func newPerfListCmd(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the shipped scenarios",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lib, err := perf.Library()
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tLABELS\tFILE")
+			for _, e := range lib {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Name, strings.Join(e.Labels, ","), e.File)
+			}
+			return tw.Flush()
+		},
+	}
+}

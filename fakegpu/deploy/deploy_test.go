@@ -1,0 +1,314 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/fakegpu/image"
+	"github.com/gangbench/gangbench/fakegpu/plugin"
+)
+
+// update rewrites the golden files instead of comparing: go test ./fakegpu/deploy/ -update
+var update = flag.Bool("update", false, "rewrite testdata/*.golden.yaml from the current output")
+
+func TestManifestsGolden(t *testing.T) {
+	for _, tc := range []struct {
+		golden string
+		opts   Options
+	}{
+		{golden: "daemonset-default.golden.yaml", opts: Options{Inventory: fakegpu.Default()}},
+		{golden: "daemonset-tolerate-control-plane.golden.yaml", opts: Options{
+			Image:                "registry.example/fakegpu:v2",
+			Inventory:            fakegpu.Inventory{Count: 8, NVLinkDomainSize: 4, Product: "Fake-GPU", MemoryMiB: 1024},
+			TolerateControlPlane: true,
+			NodeSelector:         map[string]string{"gangbench.dev/pool": "gpu", "kubernetes.io/os": "linux"},
+		}},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			got, err := Manifests(tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", tc.golden)
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("Manifests differ from %s (run with -update if intended):\n%s", path, got)
+			}
+		})
+	}
+}
+
+func TestDaemonSet(t *testing.T) {
+	inv := fakegpu.Inventory{Count: 4, NVLinkDomainSize: 2, ResourceName: "example.com/gpu"}
+	ds, err := DaemonSet(Options{Inventory: inv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds.Name != Name || ds.Namespace != "kube-system" || ds.Kind != "DaemonSet" || ds.APIVersion != "apps/v1" {
+		t.Errorf("object %s %s/%s", ds.GroupVersionKind(), ds.Namespace, ds.Name)
+	}
+	spec := ds.Spec.Template.Spec
+	if spec.PriorityClassName != "system-node-critical" {
+		t.Errorf("priority class %q", spec.PriorityClassName)
+	}
+	c := spec.Containers[0]
+	if c.Image != image.DefaultRef || c.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("image %s pull %s, want %s IfNotPresent", c.Image, c.ImagePullPolicy, image.DefaultRef)
+	}
+	if len(c.Env) != 1 || c.Env[0].Name != plugin.EnvNodeName || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("env %+v, want NODE_NAME from spec.nodeName", c.Env)
+	}
+	if len(spec.Volumes) != 1 || spec.Volumes[0].HostPath == nil || spec.Volumes[0].HostPath.Path != "/var/lib/kubelet/device-plugins" ||
+		len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/var/lib/kubelet/device-plugins" {
+		t.Errorf("volumes %+v mounts %+v, want the kubelet device plugin dir at the same path", spec.Volumes, c.VolumeMounts)
+	}
+	if !slices.ContainsFunc(spec.Tolerations, func(tol corev1.Toleration) bool { return tol.Key == "example.com/gpu" }) {
+		t.Errorf("no toleration for the resource taint: %+v", spec.Tolerations)
+	}
+	if slices.ContainsFunc(spec.Tolerations, func(tol corev1.Toleration) bool { return tol.Key == "node-role.kubernetes.io/control-plane" }) {
+		t.Errorf("control-plane toleration without TolerateControlPlane")
+	}
+	terms := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) != 1 || terms[0].MatchExpressions[0].Key != "node-role.kubernetes.io/control-plane" ||
+		terms[0].MatchExpressions[0].Operator != corev1.NodeSelectorOpDoesNotExist {
+		t.Errorf("affinity %+v, want control-plane DoesNotExist", terms)
+	}
+	if sc := c.SecurityContext; sc == nil || *sc.RunAsUser != 0 || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("security context %+v", sc)
+	}
+
+	// The args are the plugin's own flags and give back the inventory.
+	fs := flag.NewFlagSet("plugin", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	finish := plugin.BindFlags(fs, func(string) string { return "node-1" })
+	if err := fs.Parse(c.Args); err != nil {
+		t.Fatalf("args %q do not parse: %v", c.Args, err)
+	}
+	o, err := finish()
+	if err != nil {
+		t.Fatalf("args %q: %v", c.Args, err)
+	}
+	if o.Inventory.WithDefaults() != inv.WithDefaults() || o.HealthAddr != "0.0.0.0:9400" {
+		t.Errorf("args %q parse to %+v", c.Args, o)
+	}
+
+	tol, err := DaemonSet(Options{Inventory: inv, TolerateControlPlane: true, NodeSelector: map[string]string{"pool": "gpu"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tol.Spec.Template.Spec.Affinity != nil {
+		t.Errorf("affinity with TolerateControlPlane: %+v", tol.Spec.Template.Spec.Affinity)
+	}
+	if !slices.ContainsFunc(tol.Spec.Template.Spec.Tolerations, func(tol corev1.Toleration) bool {
+		return tol.Key == "node-role.kubernetes.io/control-plane" && tol.Effect == corev1.TaintEffectNoSchedule
+	}) {
+		t.Errorf("no control-plane toleration: %+v", tol.Spec.Template.Spec.Tolerations)
+	}
+	if tol.Spec.Template.Spec.NodeSelector["pool"] != "gpu" {
+		t.Errorf("node selector %v", tol.Spec.Template.Spec.NodeSelector)
+	}
+
+	objs, err := Objects(Options{Inventory: inv})
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("Objects = %v, %v", objs, err)
+	}
+	if _, ok := objs[0].(*appsv1.DaemonSet); !ok {
+		t.Errorf("Objects[0] is %T", objs[0])
+	}
+}
+
+func TestOptionsErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want []string
+	}{
+		{name: "no GPUs", opts: Options{}, want: []string{"at least 1"}},
+		{name: "bad inventory", opts: Options{Inventory: fakegpu.Inventory{Count: 8, NVLinkDomainSize: 3}}, want: []string{"nvlinkDomainSize"}},
+		{name: "bad selector key", opts: Options{Inventory: fakegpu.Default(), NodeSelector: map[string]string{"a b": "x"}}, want: []string{`"a b"`}},
+		{name: "bad selector value", opts: Options{Inventory: fakegpu.Default(), NodeSelector: map[string]string{"a": "x y"}}, want: []string{`"x y"`}},
+		{name: "image with space", opts: Options{Inventory: fakegpu.Default(), Image: "a b"}, want: []string{`"a b"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Manifests(tc.opts)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestQuoting: values that are YAML syntax stay values.
+func TestQuoting(t *testing.T) {
+	ds, err := DaemonSet(Options{Inventory: fakegpu.Default(), Image: "x:y#z", NodeSelector: map[string]string{"a": "true", "b": ""}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := ds.Spec.Template.Spec.Containers[0]; c.Image != "x:y#z" {
+		t.Errorf("image %q", c.Image)
+	}
+	if ns := ds.Spec.Template.Spec.NodeSelector; ns["a"] != "true" || ns["b"] != "" || len(ns) != 2 {
+		t.Errorf("node selector %v", ns)
+	}
+}
+
+func TestApply(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	if err := Apply(ctx, cs, Options{Inventory: fakegpu.Inventory{Count: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	get := func() *appsv1.DaemonSet {
+		t.Helper()
+		ds, err := cs.AppsV1().DaemonSets(Namespace).Get(ctx, Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds
+	}
+	ds := get()
+	if !slices.Contains(ds.Spec.Template.Spec.Containers[0].Args, "--count=4") {
+		t.Errorf("created args %q", ds.Spec.Template.Spec.Containers[0].Args)
+	}
+
+	// Someone labels it; a re-apply with another inventory and image updates the spec, keeps the label.
+	ds.Labels["team"] = "infra"
+	if _, err := cs.AppsV1().DaemonSets(Namespace).Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// One conflict on the first update, as with a concurrent writer: Apply must retry.
+	var conflicts atomic.Int32
+	cs.PrependReactor("update", "daemonsets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts.Add(1) == 1 {
+			return true, nil, apierrors.NewConflict(appsv1.Resource("daemonsets"), Name, nil)
+		}
+		return false, nil, nil
+	})
+	if err := Apply(ctx, cs, Options{Inventory: fakegpu.Inventory{Count: 8, NVLinkDomainSize: 4}, Image: "img:v2"}); err != nil {
+		t.Fatal(err)
+	}
+	if conflicts.Load() < 2 {
+		t.Errorf("update attempts %d, want a retry after the conflict", conflicts.Load())
+	}
+	ds = get()
+	c := ds.Spec.Template.Spec.Containers[0]
+	if c.Image != "img:v2" || !slices.Contains(c.Args, "--count=8") || !slices.Contains(c.Args, "--nvlink-domain-size=4") {
+		t.Errorf("updated container %s %q", c.Image, c.Args)
+	}
+	if ds.Labels["team"] != "infra" || ds.Labels["app.kubernetes.io/name"] != Name {
+		t.Errorf("labels after update %v", ds.Labels)
+	}
+
+	if err := Apply(ctx, cs, Options{}); err == nil {
+		t.Error("Apply with an invalid inventory succeeded")
+	}
+}
+
+func node(name string, gpus int64, lbls map[string]string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}}
+	if gpus >= 0 {
+		n.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}
+	}
+	return n
+}
+
+func TestWaitAllocatable(t *testing.T) {
+	inv := fakegpu.Inventory{Count: 8}
+	worker := map[string]string{"role": "worker"}
+	ctx := context.Background()
+
+	t.Run("already there", func(t *testing.T) {
+		cs := fake.NewClientset(node("w1", 8, worker), node("w2", 8, worker), node("cp", -1, nil))
+		if err := WaitAllocatable(ctx, cs, "role=worker", inv, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("becomes allocatable", func(t *testing.T) {
+		cs := fake.NewClientset(node("w1", 8, worker), node("w2", 0, worker))
+		// The update is made by a reactor when the wait lists, so it must come through the watch
+		// (or a re-list), not the first list.
+		var once atomic.Bool
+		cs.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if once.CompareAndSwap(false, true) {
+				go func() {
+					_, _ = cs.CoreV1().Nodes().UpdateStatus(ctx, node("w2", 8, worker), metav1.UpdateOptions{})
+				}()
+			}
+			return false, nil, nil
+		})
+		if err := WaitAllocatable(ctx, cs, "role=worker", inv, 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("timeout names nodes", func(t *testing.T) {
+		cs := fake.NewClientset(node("w1", 8, worker), node("w2", 4, worker), node("w3", -1, worker))
+		err := WaitAllocatable(ctx, cs, "role=worker", inv, 200*time.Millisecond)
+		if err == nil {
+			t.Fatal("no error")
+		}
+		for _, w := range []string{"role=worker", "nvidia.com/gpu=8", "w2 reports 4", "w3 reports no nvidia.com/gpu", "2 of 3", "200ms"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("error %q lacks %q", err, w)
+			}
+		}
+		if strings.Contains(err.Error(), "w1") {
+			t.Errorf("error names w1, which has all its GPUs: %q", err)
+		}
+	})
+
+	t.Run("no nodes", func(t *testing.T) {
+		cs := fake.NewClientset()
+		err := WaitAllocatable(ctx, cs, "", inv, 100*time.Millisecond)
+		if err == nil || !strings.Contains(err.Error(), "no node matched") {
+			t.Errorf("err = %v", err)
+		}
+	})
+
+	t.Run("bad selector", func(t *testing.T) {
+		err := WaitAllocatable(ctx, fake.NewClientset(), "a in (", inv, time.Second)
+		if err == nil || !strings.Contains(err.Error(), "a in (") {
+			t.Errorf("err = %v", err)
+		}
+	})
+}
+
+func TestDefaultImageIsImageDefaultRef(t *testing.T) {
+	if DefaultImage != image.DefaultRef {
+		t.Errorf("deploy.DefaultImage %q != image.DefaultRef %q", DefaultImage, image.DefaultRef)
+	}
+}

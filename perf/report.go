@@ -1,0 +1,301 @@
+package perf
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gangbench/gangbench/perf/measure"
+	"github.com/gangbench/gangbench/results"
+)
+
+// Formats of WriteReport.
+const (
+	FormatText     = "text"
+	FormatMarkdown = "markdown"
+	FormatJSON     = "json"
+	// FormatBench prints only the Go benchmark lines, for benchstat.
+	FormatBench = "bench"
+)
+
+// Formats lists the accepted report formats.
+func Formats() []string { return []string{FormatText, FormatMarkdown, FormatJSON, FormatBench} }
+
+// WriteReport renders a run from its record alone (no cluster).
+func WriteReport(w io.Writer, r *results.Run, format string) error {
+	switch format {
+	case FormatText:
+		return writeText(w, r)
+	case FormatMarkdown:
+		return writeMarkdown(w, r)
+	case FormatJSON:
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	case FormatBench:
+		_, err := io.WriteString(w, strings.Join(BenchLines(r), "\n")+"\n")
+		return err
+	}
+	return fmt.Errorf("unknown format %q (accepted: %s)", format, strings.Join(Formats(), ", "))
+}
+
+// Verdict is the run's overall outcome and the exit code it maps to.
+type Verdict struct {
+	Headline string // PASS, SLO VIOLATION, ERROR, INTERRUPTED
+	ExitCode int    // 0 pass, 3 SLO violation, 1 harness or cluster error
+}
+
+// VerdictOf judges a finished run: harness errors and interrupts win over SLO violations (the
+// figures of a broken run are not evidence), and SLO violations over a pass.
+func VerdictOf(r *results.Run) Verdict {
+	s := r.Summary()
+	switch {
+	case r.Interrupted:
+		return Verdict{"INTERRUPTED", 1}
+	case s.Errors > 0 || s.Failed > 0:
+		return Verdict{"ERROR", 1}
+	case s.SLOViolations > 0:
+		return Verdict{"SLO VIOLATION", 3}
+	}
+	return Verdict{"PASS", 0}
+}
+
+// row is one (scenario, repetition) of the figures table.
+type row struct {
+	scenario, rep, nodes string
+	items                map[string]results.DataItem
+}
+
+func (rw row) get(item, bucket string) (float64, bool) {
+	it, ok := rw.items[item]
+	if !ok {
+		return 0, false
+	}
+	v, ok := it.Data[bucket]
+	return v, ok
+}
+
+// rows groups the data items by scenario and repetition, in the order they were recorded.
+func rows(r *results.Run) []row {
+	var out []row
+	idx := map[string]int{}
+	for _, it := range r.DataItems {
+		sc := it.Labels["scenario"]
+		if sc == "" || it.Labels["phase"] != "" {
+			continue
+		}
+		k := sc + "\x00" + it.Labels["repetition"]
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, row{scenario: sc, rep: it.Labels["repetition"], nodes: it.Labels["nodes"], items: map[string]results.DataItem{}})
+		}
+		out[i].items[it.Name] = it
+	}
+	return out
+}
+
+// column is one figure of the table and of the benchmark lines.
+type column struct {
+	head, item, bucket string
+	// bench is the benchstat unit; empty leaves the figure out of the benchmark line.
+	bench  string
+	digits int
+}
+
+func columns() []column {
+	return []column{
+		{"bind/s", measure.ItemBindingRate, "Average", "pods/s", 1},
+		{"p50/s", measure.ItemBindingRate, "Perc50", "", 0},
+		{"p90/s", measure.ItemBindingRate, "Perc90", "", 0},
+		{"p99/s", measure.ItemBindingRate, "Perc99", "", 0},
+		{"max/s", measure.ItemBindingRate, "Max", "max-pods/s", 0},
+		{"apiserver/s", measure.ItemAPIServerBindingRate, "Average", "apiserver-pods/s", 1},
+		{"create/s", measure.ItemCreationRate, "Average", "create-pods/s", 1},
+		{"gang p50", measure.ItemGangLatency, "Perc50", "gang-p50-s", 2},
+		{"gang p99", measure.ItemGangLatency, "Perc99", "gang-p99-s", 2},
+		{"gang max", measure.ItemGangLatency, "Max", "", 2},
+		{"spread p99", measure.ItemBindSpread, "Perc99", "spread-p99-s", 3},
+		{"partial", measure.ItemPartialGangs, measure.Value, "partial-gangs", 0},
+		{"unbound", measure.ItemUnboundFitting, measure.Value, "", 0},
+		{"status", measure.ItemStatusRegressions, measure.Value, "", 0},
+	}
+}
+
+func format(v float64, digits int) string { return strconv.FormatFloat(v, 'f', digits, 64) }
+
+// BenchLines renders each (scenario, repetition) as a Go benchmark line, e.g.
+// "BenchmarkGang/smoke/nodes=50 1 45.2 pods/s 3.10 gang-p99-s …", so repeated runs feed benchstat.
+func BenchLines(r *results.Run) []string {
+	var out []string
+	if r.Environment.Host.GOOS != "" {
+		out = append(out, "goos: "+r.Environment.Host.GOOS, "goarch: "+r.Environment.Host.GOARCH, "pkg: github.com/gangbench/gangbench/perf")
+	}
+	for _, rw := range rows(r) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "BenchmarkGang/%s/nodes=%s\t1", rw.scenario, rw.nodes)
+		for _, c := range columns() {
+			if c.bench == "" {
+				continue
+			}
+			if v, ok := rw.get(c.item, c.bucket); ok {
+				fmt.Fprintf(&b, "\t%s %s", strconv.FormatFloat(v, 'g', 6, 64), c.bench)
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out
+}
+
+func writeText(w io.Writer, r *results.Run) error {
+	v := VerdictOf(r)
+	var b strings.Builder
+	fmt.Fprintf(&b, "gangbench %s %s: %s\n", r.Command, r.ID, v.Headline)
+	fmt.Fprintln(&b, runLine(r))
+	fmt.Fprintln(&b, envLine(r))
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
+	heads := []string{"scenario", "nodes", "rep"}
+	for _, c := range columns() {
+		heads = append(heads, c.head)
+	}
+	fmt.Fprintln(tw, strings.Join(heads, "\t")+"\t")
+	for _, rw := range rows(r) {
+		cells := []string{rw.scenario, rw.nodes, rw.rep}
+		for _, c := range columns() {
+			if v, ok := rw.get(c.item, c.bucket); ok {
+				cells = append(cells, format(v, c.digits))
+			} else {
+				cells = append(cells, "-")
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	b.WriteString("(bind/s: watch timeline average; p50..max: 1-second samples; apiserver/s: binding POSTs 201 over the scrape interval; gang: PodGroup created → last member bound, seconds; spread: first → last member bound)\n")
+	if len(r.Cases) > 0 {
+		b.WriteString("\nSLOs\n")
+		for _, c := range r.Cases {
+			fmt.Fprintf(&b, "  %-13s %-8s %s%s\n", c.Verdict, c.ID, c.Name, measured(c))
+			if c.Verdict != results.Pass && c.Message != "" {
+				fmt.Fprintf(&b, "  %13s %8s %s\n", "", "", firstLine(c.Message))
+			}
+		}
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("\nnotes\n")
+		for _, n := range r.Notes {
+			b.WriteString("  " + n + "\n")
+		}
+	}
+	b.WriteString("\n" + strings.Join(BenchLines(r), "\n") + "\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func measured(c results.Case) string {
+	v, ok := c.Measurements["value"]
+	if !ok {
+		return ""
+	}
+	return "  (measured " + strconv.FormatFloat(v, 'g', 4, 64) + ")"
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
+
+func runLine(r *results.Run) string {
+	s := "started " + r.Started.UTC().Format(time.RFC3339)
+	if !r.Finished.IsZero() {
+		s += ", took " + r.Finished.Sub(r.Started).Round(100*time.Millisecond).String()
+	}
+	for _, it := range r.DataItems {
+		if it.Name == ItemHarness {
+			s += fmt.Sprintf(", harness peak RSS %.0f MiB, CPU %.1f s (%.0f%% of one core)", it.Data["PeakRSSMiB"], it.Data["CPUSeconds"], 100*it.Data["CPUShare"])
+		}
+	}
+	return s
+}
+
+func envLine(r *results.Run) string {
+	e := r.Environment
+	var parts []string
+	add := func(k, v string) {
+		if v != "" {
+			parts = append(parts, k+" "+v)
+		}
+	}
+	add("provider", e.Provider)
+	add("apiserver", e.KubernetesVersion)
+	add("scheduler", e.SchedulerVersion)
+	add("scheduler binary", e.SchedulerBinary)
+	if e.Nodes > 0 {
+		parts = append(parts, fmt.Sprintf("%d nodes × %d GPUs", e.Nodes, e.GPUsPerNode))
+	}
+	qps := map[string]bool{}
+	for k, v := range e.Extra {
+		if strings.HasSuffix(k, ".schedulerKubeAPIQPS") {
+			qps[v+"/"+e.Extra[strings.TrimSuffix(k, "QPS")+"Burst"]] = true
+		}
+	}
+	if len(qps) > 0 {
+		parts = append(parts, "scheduler kube-api-qps/burst "+strings.Join(slices.Sorted(maps.Keys(qps)), ", "))
+	}
+	parts = append(parts, fmt.Sprintf("%d CPUs", e.Host.Cores), e.Extra["goVersion"])
+	return strings.Join(parts, ", ")
+}
+
+func writeMarkdown(w io.Writer, r *results.Run) error {
+	v := VerdictOf(r)
+	var b strings.Builder
+	fmt.Fprintf(&b, "# gangbench %s: %s\n\n%s  \n%s\n\n", r.Command, v.Headline, runLine(r), envLine(r))
+	heads := []string{"scenario", "nodes", "rep"}
+	for _, c := range columns() {
+		heads = append(heads, c.head)
+	}
+	b.WriteString("| " + strings.Join(heads, " | ") + " |\n|" + strings.Repeat("---:|", len(heads)) + "\n")
+	for _, rw := range rows(r) {
+		cells := []string{rw.scenario, rw.nodes, rw.rep}
+		for _, c := range columns() {
+			if v, ok := rw.get(c.item, c.bucket); ok {
+				cells = append(cells, format(v, c.digits))
+			} else {
+				cells = append(cells, "–")
+			}
+		}
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	if len(r.Cases) > 0 {
+		b.WriteString("\n## SLOs\n\n| verdict | id | objective | measured | source |\n|---|---|---|---:|---|\n")
+		for _, c := range r.Cases {
+			m := ""
+			if v, ok := c.Measurements["value"]; ok {
+				m = strconv.FormatFloat(v, 'g', 4, 64)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", c.Verdict, c.ID, md(c.Name), m, md(c.Ref))
+		}
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("\n## Notes\n\n")
+		for _, n := range r.Notes {
+			b.WriteString("- " + md(n) + "\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func md(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ", "<", "&lt;", ">", "&gt;").Replace(s)
+}

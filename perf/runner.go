@@ -1,0 +1,724 @@
+// Package perf is gangbench's throughput benchmark: it runs scenarios (perf/scenario) on clusters
+// shaped for them, generates the load (perf/loadgen), takes the measurements (perf/measure), judges
+// them against SLOs (perf/slo) and writes run.json and events.jsonl. Reports are computed from those
+// files alone.
+package perf
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/perf/loadgen"
+	"github.com/gangbench/gangbench/perf/measure"
+	"github.com/gangbench/gangbench/perf/scenario"
+	"github.com/gangbench/gangbench/perf/slo"
+	"github.com/gangbench/gangbench/results"
+	"github.com/gangbench/gangbench/scenarios"
+)
+
+// Files a run writes into its directory besides run.json.
+const (
+	EventsFile = "events.jsonl"
+	// ItemHarness describes this process: peak RSS and CPU, so a run shows the harness was not the
+	// bottleneck.
+	ItemHarness = "harness"
+)
+
+// Options configure a run.
+type Options struct {
+	Scenarios []*scenario.Scenario
+	// Objectives are the SLO file's; BuiltinObjectives are always added.
+	Objectives []slo.Objective
+	Source     ClusterSource
+	RunDir     string
+	// ID and Started identify the run; zero values get defaults.
+	ID      string
+	Started time.Time
+	Command string
+	// SchedulerBinary is recorded in the environment when a custom scheduler runs.
+	SchedulerBinary string
+	// LoadQPS, LoadBurst and Workers set the load generator; zero means its defaults.
+	LoadQPS   float32
+	LoadBurst int
+	Workers   int
+	// PartialGrace: see measure.DefaultPartialGrace.
+	PartialGrace time.Duration
+	Progress     *Progress
+	Log          *slog.Logger
+}
+
+// Run runs every scenario and returns the run record, which it has also written to RunDir (with
+// events.jsonl) whatever happened. A non-nil error is a harness or cluster failure (or an
+// interrupt); SLO violations are verdicts in the record, not errors.
+func Run(ctx context.Context, o Options) (*results.Run, error) {
+	if o.Started.IsZero() {
+		o.Started = time.Now()
+	}
+	if o.ID == "" {
+		o.ID = results.NewRunID(o.Started)
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Command == "" {
+		o.Command = "perf run"
+	}
+	r := &runner{o: o, run: &results.Run{ID: o.ID, Command: o.Command, Started: o.Started}}
+	r.run.Environment = results.Environment{Host: results.CurrentHost(), SchedulerBinary: o.SchedulerBinary, Extra: map[string]string{
+		"goVersion": runtime.Version(), "cpus": strconv.Itoa(runtime.NumCPU()),
+	}}
+	if err := os.MkdirAll(o.RunDir, 0o755); err != nil {
+		return r.run, err
+	}
+	ev, err := os.Create(filepath.Join(o.RunDir, EventsFile))
+	if err != nil {
+		return r.run, err
+	}
+	r.events = ev
+	runErr := r.all(ctx)
+	if cerr := ev.Close(); runErr == nil {
+		runErr = cerr
+	}
+	r.finish(runErr)
+	if err := results.Write(o.RunDir, r.run); err != nil {
+		return r.run, errors.Join(runErr, err)
+	}
+	return r.run, runErr
+}
+
+type runner struct {
+	o      Options
+	run    *results.Run
+	events *os.File
+	mu     sync.Mutex // guards run.Notes, written by measurements' Note
+	// current cluster, reused by consecutive scenarios of one shape
+	cl    *clusters.Cluster
+	shape Shape
+	info  ClusterInfo
+}
+
+func (r *runner) note(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.run.Notes = append(r.run.Notes, fmt.Sprintf(format, args...))
+}
+
+func (r *runner) all(ctx context.Context) error {
+	defer r.closeCluster(ctx)
+	// Scenarios of one shape run back to back so they share a cluster; otherwise in given order.
+	first := map[Shape]int{}
+	for i, sc := range r.o.Scenarios {
+		if _, ok := first[ShapeOf(sc)]; !ok {
+			first[ShapeOf(sc)] = i
+		}
+	}
+	slices.SortStableFunc(r.o.Scenarios, func(a, b *scenario.Scenario) int { return first[ShapeOf(a)] - first[ShapeOf(b)] })
+	for i, sc := range r.o.Scenarios {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		shape := ShapeOf(sc)
+		if r.cl != nil && r.shape != shape {
+			r.closeCluster(ctx)
+		}
+		if r.cl == nil {
+			if err := r.openCluster(ctx, sc, shape); err != nil {
+				return fmt.Errorf("scenario %s: cluster: %w", sc.Name, err)
+			}
+		}
+		// The cluster outlives this scenario when the next one has the same shape (or it is not
+		// ours): only then is cleaning up worth the time.
+		keep := r.o.Source.Persistent() || (i+1 < len(r.o.Scenarios) && ShapeOf(r.o.Scenarios[i+1]) == shape)
+		if err := r.scenario(ctx, sc, keep); err != nil {
+			return fmt.Errorf("scenario %s: %w", sc.Name, err)
+		}
+	}
+	return nil
+}
+
+func (r *runner) openCluster(ctx context.Context, sc *scenario.Scenario, shape Shape) error {
+	start := time.Now()
+	nb := r.o.Progress.Nodes(sc.Name, shape.Nodes)
+	r.o.Log.Info("creating cluster", "scenario", sc.Name, "nodes", shape.Nodes, "gpusPerNode", shape.GPUsPerNode, "schedulerQPS", shape.KubeAPIQPS)
+	cl, info, err := r.o.Source.Create(ctx, shape, nb.Set)
+	if err != nil {
+		return err
+	}
+	r.cl, r.shape, r.info = cl, shape, info
+	for _, n := range info.Notes {
+		r.note("%s: %s", sc.Name, n)
+	}
+	r.o.Log.Info("cluster ready", "name", cl.Name, "elapsed", time.Since(start).Round(time.Millisecond))
+	env := &r.run.Environment
+	env.Provider = cl.Provider
+	env.KubernetesVersion = cl.Versions[clusters.APIServer]
+	env.SchedulerVersion = cl.Versions[clusters.Scheduler]
+	cs, err := r.client(rest.CopyConfig(cl.RESTConfig))
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := scenarios.Preflight(pctx, cs, scenarios.PreflightNamespace); err != nil {
+		return fmt.Errorf("preflight: %w", err)
+	}
+	if r.o.Source.Persistent() {
+		return nil // not our nodes: use them as they are
+	}
+	return waitNodesSchedulable(ctx, cs, shape.Nodes, 2*time.Minute)
+}
+
+// waitNodesSchedulable waits until every simulated node is Ready and carries no NoSchedule or
+// NoExecute taint. A fresh node is tainted not-ready by the node lifecycle controller until it has
+// seen the node Ready, a few seconds after kwok made it so; measuring earlier makes the first gang
+// cycles fail for a reason that has nothing to do with the scheduler (seen: 60 unschedulable
+// PodGroup attempts in a 100-gang smoke run started right after create).
+func waitNodesSchedulable(ctx context.Context, cs kubernetes.Interface, want int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: fakegpu.LabelManaged + "=true", ResourceVersion: "0"})
+		ok, example := 0, ""
+		if err == nil {
+			for i := range list.Items {
+				if why := unschedulable(&list.Items[i]); why == "" {
+					ok++
+				} else if example == "" {
+					example = list.Items[i].Name + ": " + why
+				}
+			}
+			if ok >= want {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d nodes schedulable after %s (e.g. %s; last error %v)", ok, want, timeout, example, err)
+		case <-tick.C:
+		}
+	}
+}
+
+func unschedulable(n *corev1.Node) string {
+	if n.Spec.Unschedulable {
+		return "cordoned"
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+			return "taint " + t.Key
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			return ""
+		}
+	}
+	return "not Ready"
+}
+
+func (r *runner) closeCluster(ctx context.Context) {
+	if r.cl == nil {
+		return
+	}
+	cl := r.cl
+	r.cl = nil
+	// Teardown must happen after an interrupt too.
+	if err := cl.Close(context.WithoutCancel(ctx)); err != nil {
+		r.note("deleting cluster %s: %v", cl.Name, err)
+	}
+}
+
+// client returns a clientset for the harness's own reads and watches.
+func (r *runner) client(cfg *rest.Config) (kubernetes.Interface, error) {
+	cfg.QPS, cfg.Burst = 200, 400
+	cfg.WarningHandler = rest.NoWarnings{}
+	return kubernetes.NewForConfig(cfg)
+}
+
+func (r *runner) scenario(ctx context.Context, sc *scenario.Scenario, keep bool) error {
+	cs, err := r.client(rest.CopyConfig(r.cl.RESTConfig))
+	if err != nil {
+		return err
+	}
+	loadCS, err := kubernetes.NewForConfig(loadgen.Config(r.cl.RESTConfig, r.loadQPS(), r.loadBurst()))
+	if err != nil {
+		return err
+	}
+	r.record(sc)
+	created, err := r.priorityClasses(ctx, cs, sc)
+	defer func() {
+		if !keep {
+			return
+		}
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		for _, pc := range created {
+			if err := cs.SchedulingV1().PriorityClasses().Delete(dctx, pc, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				r.note("%s: delete PriorityClass %s: %v", sc.Name, pc, err)
+			}
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	for rep := 1; rep <= sc.Repetitions; rep++ {
+		last := rep == sc.Repetitions
+		if err := r.repetition(ctx, cs, loadCS, sc, rep, keep || !last); err != nil {
+			return fmt.Errorf("repetition %d: %w", rep, err)
+		}
+	}
+	return nil
+}
+
+func (r *runner) loadQPS() float32 {
+	if r.o.LoadQPS > 0 {
+		return r.o.LoadQPS
+	}
+	return loadgen.DefaultQPS
+}
+
+func (r *runner) loadBurst() int {
+	if r.o.LoadBurst > 0 {
+		return r.o.LoadBurst
+	}
+	return loadgen.DefaultBurst
+}
+
+// record writes what identifies the scenario into the environment.
+func (r *runner) record(sc *scenario.Scenario) {
+	x := r.run.Environment.Extra
+	p := "scenario." + sc.Name + "."
+	x[p+"file"] = sc.File
+	x[p+"hash"] = sc.Hash
+	x[p+"nodes"] = strconv.Itoa(sc.Cluster.Nodes)
+	x[p+"gpusPerNode"] = strconv.Itoa(sc.Cluster.GPUsPerNode)
+	x[p+"schedulerKubeAPIQPS"] = r.info.SchedulerQPS
+	x[p+"schedulerKubeAPIBurst"] = r.info.SchedulerBurst
+	x["loadgen.qps"] = strconv.FormatFloat(float64(r.loadQPS()), 'f', -1, 32)
+	x["loadgen.burst"] = strconv.Itoa(r.loadBurst())
+	if len(sc.Params) > 0 {
+		var kv []string
+		for _, k := range slices.Sorted(maps.Keys(sc.Params)) {
+			kv = append(kv, k+"="+sc.Params[k])
+		}
+		x[p+"params"] = strings.Join(kv, ",")
+	}
+	env := &r.run.Environment
+	if env.Nodes == 0 || env.Nodes == sc.Cluster.Nodes {
+		env.Nodes, env.GPUsPerNode = sc.Cluster.Nodes, sc.Cluster.GPUsPerNode
+	} else {
+		env.Nodes, env.GPUsPerNode = -1, -1 // mixed; finish clears it, the per-scenario extras tell
+	}
+}
+
+// priorityClasses creates the scenario's classes; it returns the ones it made.
+func (r *runner) priorityClasses(ctx context.Context, cs kubernetes.Interface, sc *scenario.Scenario) ([]string, error) {
+	var made []string
+	done := map[string]bool{}
+	for _, ph := range sc.Phases {
+		if ph.PriorityClass == "" || done[ph.PriorityClass] {
+			continue
+		}
+		done[ph.PriorityClass] = true
+		_, err := cs.SchedulingV1().PriorityClasses().Create(ctx, scenarios.PriorityClass(ph.PriorityClass, ph.Priority, false), metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			made = append(made, ph.PriorityClass)
+		case apierrors.IsAlreadyExists(err):
+			got, gerr := cs.SchedulingV1().PriorityClasses().Get(ctx, ph.PriorityClass, metav1.GetOptions{})
+			if gerr != nil {
+				return made, gerr
+			}
+			if got.Value != ph.Priority {
+				return made, fmt.Errorf("PriorityClass %s exists with value %d; the scenario needs %d", ph.PriorityClass, got.Value, ph.Priority)
+			}
+		default:
+			return made, fmt.Errorf("create PriorityClass %s: %w", ph.PriorityClass, err)
+		}
+	}
+	return made, nil
+}
+
+// step is phases that start together.
+type step struct {
+	phases []scenario.Phase
+	start  scenario.Start
+}
+
+func steps(phases []scenario.Phase) []step {
+	var out []step
+	for _, ph := range phases {
+		if ph.Start == scenario.WithPrevious && len(out) > 0 {
+			out[len(out)-1].phases = append(out[len(out)-1].phases, ph)
+			continue
+		}
+		out = append(out, step{phases: []scenario.Phase{ph}, start: ph.Start})
+	}
+	return out
+}
+
+func phaseNames(phases []scenario.Phase) []string {
+	var out []string
+	for _, p := range phases {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func podsOf(phases []scenario.Phase) int {
+	n := 0
+	for _, p := range phases {
+		n += p.Pods()
+	}
+	return n
+}
+
+func randSuffix() string {
+	var b [2]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// repetition runs one repetition in its own namespace.
+func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface, sc *scenario.Scenario, rep int, cleanup bool) (err error) {
+	ns := fmt.Sprintf("%s-%d-%s", sc.Name, rep, randSuffix())
+	log := r.o.Log.With("scenario", sc.Name, "repetition", rep)
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{scenarios.ManagedLabel: "true"}}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create namespace %s: %w", ns, err)
+	}
+	if cleanup {
+		defer func() {
+			if cerr := deleteNamespace(context.WithoutCancel(ctx), cs, ns); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}()
+	}
+	var prefill, measured []scenario.Phase
+	for _, ph := range sc.Phases {
+		if ph.Prefill {
+			prefill = append(prefill, ph)
+		} else {
+			measured = append(measured, ph)
+		}
+	}
+	gb, pb, bb := r.o.Progress.Repetition(fmt.Sprintf("%s#%d", sc.Name, rep), sc.TotalGroups(), sc.TotalPods())
+	defer r.o.Progress.Settle()
+	var bound atomic.Int64
+	tl := measure.NewTimeline(func(string) { bb.Set(int(bound.Add(1))) })
+	rec := measure.NewRecorder(cs, ns, tl)
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = rec.Start(sctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer rec.Stop()
+	defer func() {
+		if werr := r.writeEvents(sc.Name, rep, tl.Events()); werr != nil {
+			err = errors.Join(err, werr)
+		}
+	}()
+	groupsMade, podsMade := 0, 0
+	var progressMu sync.Mutex
+	gen := &loadgen.Generator{
+		Client: loadCS, Namespace: ns, SchedulerName: r.cl.SchedulerName, Workers: r.o.Workers, Timeline: tl,
+		OnGroup: func() { progressMu.Lock(); groupsMade++; gb.Set(groupsMade); progressMu.Unlock() },
+		OnPod:   func() { progressMu.Lock(); podsMade++; pb.Set(podsMade); progressMu.Unlock() },
+	}
+	deadline := time.Now().Add(sc.Timeout)
+	rctx, rcancel := context.WithDeadline(ctx, deadline)
+	defer rcancel()
+
+	// Prefill: the starting state, bound before anything is measured.
+	if len(prefill) > 0 {
+		log.Info("prefill", "pods", podsOf(prefill))
+		if _, err := r.runSteps(rctx, gen, tl, steps(prefill), nil, sc.Settle); err != nil {
+			return err
+		}
+		if out := waitBound(rctx, tl, phaseNames(prefill), podsOf(prefill), sc.Settle); out != outcomeComplete {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r.note("%s#%d: prefill ended %s with %d of %d pods bound; measuring anyway", sc.Name, rep, out, tl.BoundIn(phaseNames(prefill)...), podsOf(prefill))
+		}
+	}
+
+	env := &measure.Env{
+		Cluster: r.cl, Client: cs, Namespace: ns, Scenario: sc, Timeline: tl, Measured: phaseNames(measured),
+		PartialGrace: r.o.PartialGrace,
+		Note: func(format string, args ...any) {
+			r.note("%s#%d: %s", sc.Name, rep, fmt.Sprintf(format, args...))
+		},
+	}
+	reg := measure.Registry()
+	var ms []measure.Measurement
+	for _, name := range sc.Measurements {
+		m := reg[name](env)
+		mctx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := m.Start(mctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+		ms = append(ms, m)
+	}
+	log.Info("measuring", "pods", podsOf(measured), "groups", sc.TotalGroups())
+	windowStart := time.Now()
+	created, err := r.runSteps(rctx, gen, tl, steps(measured), prefill, sc.Settle)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	out := waitBound(rctx, tl, phaseNames(measured), podsOf(measured), sc.Settle)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	elapsed := time.Since(windowStart)
+	if out != outcomeComplete {
+		r.note("%s#%d: %s after %s with %d of %d measured pods bound", sc.Name, rep, out, elapsed.Round(time.Millisecond), tl.BoundIn(phaseNames(measured)...), podsOf(measured))
+	}
+	log.Info("gathering", "outcome", out, "elapsed", elapsed.Round(time.Millisecond))
+	labels := map[string]string{"scenario": sc.Name, "repetition": strconv.Itoa(rep), "nodes": strconv.Itoa(sc.Cluster.Nodes)}
+	var items []results.DataItem
+	gctx, gcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer gcancel()
+	for i, m := range ms {
+		got, err := m.Gather(gctx)
+		if err != nil {
+			return fmt.Errorf("gather %s: %w", sc.Measurements[i], err)
+		}
+		items = append(items, got...)
+	}
+	items = append(items, creationItem(created, items))
+	for i := range items {
+		l := maps.Clone(labels)
+		maps.Copy(l, items[i].Labels)
+		items[i].Labels = l
+	}
+	r.mu.Lock()
+	r.run.DataItems = append(r.run.DataItems, items...)
+	r.mu.Unlock()
+	r.checkLoad(sc, rep, created, items)
+	return nil
+}
+
+// runSteps creates the phases step by step; it returns the creation stats of every phase.
+// Before a step that starts afterBound, it waits for every earlier phase (and the prefill).
+func (r *runner) runSteps(ctx context.Context, gen *loadgen.Generator, tl *measure.Timeline, ss []step, before []scenario.Phase, settle time.Duration) ([]loadgen.Stats, error) {
+	var out []loadgen.Stats
+	done := slices.Clone(before)
+	for _, s := range ss {
+		if s.start == scenario.AfterBound && len(done) > 0 {
+			if o := waitBound(ctx, tl, phaseNames(done), podsOf(done), settle); o != outcomeComplete && ctx.Err() == nil {
+				r.note("waiting for earlier phases before %s: %s", s.phases[0].Name, o)
+			}
+		}
+		var wg sync.WaitGroup
+		stats := make([]loadgen.Stats, len(s.phases))
+		errs := make([]error, len(s.phases))
+		for i, ph := range s.phases {
+			wg.Go(func() { stats[i], errs[i] = gen.Run(ctx, ph) })
+		}
+		wg.Wait()
+		out = append(out, stats...)
+		if err := errors.Join(errs...); err != nil {
+			return out, err
+		}
+		done = append(done, s.phases...)
+	}
+	return out, nil
+}
+
+// Outcomes of waiting for pods to be bound.
+const (
+	outcomeComplete = "complete"
+	outcomeSettled  = "settled (no bind for the settle period)"
+	outcomeTimeout  = "timed out"
+)
+
+// waitBound waits until want pods of the phases are bound, or no pod was bound for settle (the rest
+// do not fit, or the scheduler is stuck: the invariants say which), or ctx ends. It wakes on every
+// bind and once a second to check the settle period.
+func waitBound(ctx context.Context, tl *measure.Timeline, phases []string, want int, settle time.Duration) string {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last, lastChange := -1, time.Now()
+	for {
+		n := tl.BoundIn(phases...)
+		if n >= want {
+			return outcomeComplete
+		}
+		if n != last {
+			last, lastChange = n, time.Now()
+		}
+		if time.Since(lastChange) >= settle {
+			return outcomeSettled
+		}
+		select {
+		case <-tl.Changed():
+		case <-tick.C:
+		case <-ctx.Done():
+			return outcomeTimeout
+		}
+	}
+}
+
+// creationItem is the load generator's achieved rate over the measured phases, with the ratio to
+// the binding rate: below 2 in a burst, the generator may have been what limited binding.
+func creationItem(created []loadgen.Stats, items []results.DataItem) results.DataItem {
+	var pods, groups int
+	var first, last time.Time
+	for _, s := range created {
+		pods += s.Pods
+		groups += s.PodGroups
+		if first.IsZero() || s.First.Before(first) {
+			first = s.First
+		}
+		if s.Last.After(last) {
+			last = s.Last
+		}
+	}
+	d := last.Sub(first)
+	data := map[string]float64{"Pods": float64(pods), "PodGroups": float64(groups), "DurationSeconds": d.Seconds()}
+	if d > 0 {
+		data["Average"] = float64(pods) / d.Seconds()
+	}
+	for _, it := range items {
+		if it.Name == measure.ItemBindingRate && it.Data["Average"] > 0 && d > 0 {
+			data["RatioToBindingRate"] = data["Average"] / it.Data["Average"]
+		}
+	}
+	return results.DataItem{Name: measure.ItemCreationRate, Unit: "pods/s", Data: data}
+}
+
+// checkLoad notes when the load generator may have been the bottleneck.
+func (r *runner) checkLoad(sc *scenario.Scenario, rep int, created []loadgen.Stats, items []results.DataItem) {
+	for _, ph := range sc.Phases {
+		if !ph.Prefill && ph.GroupsPerSecond > 0 {
+			return // paced arrival: creation is slow on purpose
+		}
+	}
+	for _, it := range items {
+		if it.Name == measure.ItemCreationRate {
+			if ratio, ok := it.Data["RatioToBindingRate"]; ok && ratio < 2 {
+				r.note("%s#%d: the load generator created pods at only %.1f× the binding rate; it may have limited the measurement", sc.Name, rep, ratio)
+			}
+		}
+	}
+}
+
+// writeEvents appends a repetition's timeline to events.jsonl.
+func (r *runner) writeEvents(name string, rep int, events []measure.Event) error {
+	for i := range events {
+		events[i].Scenario, events[i].Rep = name, rep
+	}
+	return measure.WriteJSONL(r.events, events)
+}
+
+// deleteNamespace removes a repetition's objects and waits (bounded) until the namespace is gone,
+// so the next repetition measures the scheduler, not the garbage collection of this one. Pods are
+// deleted with grace 0 first: simulated pods run nothing, and the namespace controller would
+// otherwise wait for kwok to confirm every one.
+func deleteNamespace(ctx context.Context, cs kubernetes.Interface, ns string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	zero := int64(0)
+	if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete pods of %s: %w", ns, err)
+	}
+	if err := cs.SchedulingV1beta1().PodGroups(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete PodGroups of %s: %w", ns, err)
+	}
+	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete namespace %s: %w", ns, err)
+	}
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		got, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			state := "unknown"
+			if err == nil {
+				state = string(got.Status.Phase)
+			}
+			return fmt.Errorf("namespace %s not gone within 5m (last seen %s, err %v)", ns, state, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// finish completes the record: timing, harness resource use, SLO verdicts.
+func (r *runner) finish(runErr error) {
+	run := r.run
+	run.Finished = time.Now()
+	if runErr != nil && (errors.Is(runErr, context.Canceled) || errors.Is(runErr, context.DeadlineExceeded)) {
+		run.Interrupted = true
+	}
+	if run.Environment.Nodes < 0 {
+		run.Environment.Nodes, run.Environment.GPUsPerNode = 0, 0
+	}
+	x := run.Environment.Extra
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		// Linux reports ru_maxrss in KiB.
+		rss := float64(ru.Maxrss) / 1024
+		cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		wall := run.Finished.Sub(run.Started)
+		x["harness.peakRSSMiB"] = strconv.FormatFloat(rss, 'f', 1, 64)
+		x["harness.cpuSeconds"] = strconv.FormatFloat(cpu.Seconds(), 'f', 1, 64)
+		run.DataItems = append(run.DataItems, results.DataItem{Name: ItemHarness, Unit: "", Data: map[string]float64{
+			"PeakRSSMiB": rss, "CPUSeconds": cpu.Seconds(), "WallSeconds": wall.Seconds(), "CPUShare": cpu.Seconds() / max(wall.Seconds(), 1e-9),
+		}})
+	}
+	objs := dedupe(append(BuiltinObjectives(), r.o.Objectives...))
+	run.Cases = slo.Evaluate(objs, run.DataItems)
+	if runErr != nil {
+		run.Cases = append(run.Cases, results.Case{ID: "HARNESS", Suite: "harness", Name: "the benchmark ran to the end", Verdict: results.Error, Message: runErr.Error()})
+	}
+}
+
+// dedupe drops objectives that repeat an earlier one (same expression and scenarios).
+func dedupe(objs []slo.Objective) []slo.Objective {
+	seen := map[string]bool{}
+	var out []slo.Objective
+	for _, o := range objs {
+		k := o.Item + "|" + o.Bucket + "|" + o.Op + "|" + strconv.FormatFloat(o.Value, 'g', -1, 64) + "|" + strings.Join(o.Scenarios, ",") + "|" + fmt.Sprint(o.Labels)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, o)
+	}
+	return out
+}
