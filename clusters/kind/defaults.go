@@ -12,13 +12,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/fakegpu/deploy"
+	"github.com/gangbench/gangbench/fakegpu/image"
 )
 
 // This file is the only one that knows the fake device plugin's packages; everything else goes
 // through the function fields of Options, which tests replace.
 
 // defaultPluginRef is the device plugin image reference when Options.PluginImage is empty.
-const defaultPluginRef = "gangbench.dev/fakegpu-device-plugin:dev"
+const defaultPluginRef = image.DefaultRef
 
 // modulePath is gangbench's module, whose source the device plugin binary is built from.
 const modulePath = "github.com/gangbench/gangbench"
@@ -33,12 +35,12 @@ func wireDefaults(o *Options) {
 	}
 	if o.DeployDevicePlugin == nil {
 		o.DeployDevicePlugin = func(ctx context.Context, cs kubernetes.Interface, d PluginDeployment) error {
-			return fmt.Errorf("STUB")
+			return deploy.Apply(ctx, cs, deploy.Options{Image: d.Image, Inventory: d.Inventory, NodeSelector: d.NodeSelector})
 		}
 	}
 	if o.WaitAllocatable == nil {
 		o.WaitAllocatable = func(ctx context.Context, cs kubernetes.Interface, selector string, inv fakegpu.Inventory, timeout time.Duration) error {
-			return fmt.Errorf("STUB")
+			return deploy.WaitAllocatable(ctx, cs, selector, inv, timeout)
 		}
 	}
 }
@@ -58,10 +60,10 @@ func buildPluginArchive(ctx context.Context, root string, w io.Writer, ref strin
 	}
 	defer os.RemoveAll(tmp)
 	bin := filepath.Join(tmp, "fakegpu-device-plugin")
-	if err := fmt.Errorf("STUB%s", bin); err != nil {
+	if err := image.BuildBinary(ctx, root, bin); err != nil {
 		return fmt.Errorf("build device plugin binary: %w", err)
 	}
-	if err := fmt.Errorf("STUB%s", ref); err != nil {
+	if _, err := image.WriteArchive(w, bin, ref); err != nil {
 		return fmt.Errorf("write device plugin image archive: %w", err)
 	}
 	return nil

@@ -46,19 +46,21 @@ type MetricResult struct {
 	Labels         map[string]string // the DataItem's labels, part of the metric's identity
 	HigherIsBetter bool
 	Old, New       Summary
-	// Ratio is New.Center / Old.Center: 1 when both are 0, ±Inf when only the old median is 0.
+	// Ratio is New.Center / Old.Center: 1 when both are 0, ±Inf when only the old median is 0, NaN
+	// when a side has no samples.
 	Ratio float64
 	// RatioLo and RatioHi bound a distribution-free confidence interval of the ratio at level 1-Alpha,
 	// or are 0 when there is none. benchmath has no ratio interval, so this is the Moses (Hodges–
 	// Lehmann) interval of the shift of log values, inverted from the same Mann–Whitney U distribution
-	// as the test; it needs positive samples and enough of them (4 per side at 95%).
+	// as the test; it needs positive samples and enough of them (4 per side at 95%). The ratio of
+	// medians may lie outside it when the samples are skewed.
 	RatioLo, RatioHi float64
 	// PValue is the two-sided Mann–Whitney U test p value from benchmath.AssumeNothing; NaN when the
 	// metric is not comparable.
 	PValue     float64
 	Verdict    MetricVerdict
 	Regression bool     // Verdict is Slower
-	Reason     string   // why not comparable, when it is not
+	Reason     string   // set only for NotComparable: why
 	Warnings   []string // benchmath's warnings, e.g. too few samples for a confidence interval
 }
 
