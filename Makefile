@@ -18,8 +18,8 @@ cluster: build ## Create a local cluster (NODES, GPUS, NAME) and leave it runnin
 	$(BIN) cluster create --name $(NAME) --nodes $(NODES) --gpus-per-node $(GPUS) --k8s-version $(K8S_VERSION)
 
 .PHONY: e2e
-e2e: build k8s-build ## Run the conformance suites on a fresh local cluster (SUITES=barriers,preemption; E2E_FLAGS=...)
-	$(BIN) e2e --k8s-version $(K8S_VERSION) $(if $(SUITES),--suites $(SUITES)) $(E2E_FLAGS)
+e2e: build k8s-build ## Run the conformance suites on a fresh cluster (PROVIDER=kind|local, SUITES=barriers,preemption, E2E_FLAGS=...)
+	$(BIN) e2e --k8s-version $(K8S_VERSION) $(if $(PROVIDER),--provider $(PROVIDER)) $(if $(SUITES),--suites $(SUITES)) $(E2E_FLAGS)
 
 .PHONY: cluster-delete
 cluster-delete: build ## Delete the cluster NAME

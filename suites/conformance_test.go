@@ -13,6 +13,7 @@ import (
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/suites"
 )
 
@@ -29,6 +30,10 @@ var (
 	runtimeConfig  = flag.String("runtime-config", "", "kube-apiserver runtime-config overrides, e.g. scheduling.k8s.io/v1beta1=false (local cluster)")
 	keepCluster    = flag.Bool("keep-cluster", false, "leave the created cluster running")
 	scale          = flag.Float64("timeout-scale", 1, "multiply every timeout")
+	provider       = flag.String("provider", "local", "cluster provider when no -kubeconfig is given: local or kind")
+	workers        = flag.Int("workers", 0, "kind: worker nodes (default 2)")
+	nodeImage      = flag.String("node-image", "", "kind: kindest/node image")
+	schedulerImage = flag.String("scheduler-image", "", "kind: kube-scheduler image under test")
 	suiteList      = flag.String("suites", "", "comma-separated suites to run (default all): "+strings.Join(suites.SuiteNames(), ","))
 )
 
@@ -66,6 +71,7 @@ func runMain(m *testing.M) int {
 		spec.ComponentFeatureGates = map[clusters.Component]map[string]bool{clusters.Scheduler: gates}
 	}
 	h, err := suites.Start(ctx, suites.Options{
+		Provider: *provider, KindOptions: []kind.Option{kind.WithWorkers(*workers), kind.WithNodeImage(*nodeImage), kind.WithSchedulerImage(*schedulerImage)},
 		Kubeconfig: *kubeconfig, Spec: spec, Binaries: k8sbin.Options{KubeBinDir: *kubeBinDir, SchedulerBinary: *schedulerBin},
 		RunDir: *runDir, KeepCluster: *keepCluster, Scale: *scale, Log: os.Stderr,
 	})

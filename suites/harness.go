@@ -22,6 +22,7 @@ import (
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/existing"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/scenarios"
 	"github.com/gangbench/gangbench/suites/monitor"
@@ -30,9 +31,12 @@ import (
 // Options say which cluster the suites run against. With Kubeconfig empty the harness creates a
 // local cluster and deletes it at the end.
 type Options struct {
-	Kubeconfig string
-	Spec       clusters.Spec
-	Binaries   k8sbin.Options
+	// Provider is "local" (default) or "kind"; KindOptions configure the latter.
+	Provider    string
+	KindOptions []kind.Option
+	Kubeconfig  string
+	Spec        clusters.Spec
+	Binaries    k8sbin.Options
 	// RunDir receives monitor.json, cluster.json and failure artifacts; empty means no files.
 	RunDir string
 	// KeepCluster leaves a created cluster running for inspection.
@@ -126,7 +130,17 @@ func Start(ctx context.Context, opts Options) (*Harness, error) {
 }
 
 func (h *Harness) createLocal(ctx context.Context) (*clusters.Cluster, error) {
-	p, err := local.New(local.WithBinaries(h.opts.Binaries))
+	var p clusters.Provider
+	var err error
+	switch h.opts.Provider {
+	case "", local.ProviderName:
+		p, err = local.New(local.WithBinaries(h.opts.Binaries))
+	case kind.ProviderName:
+		// Lanes are kwok nodes: at least one kwok node makes the provider run the kwok controller.
+		p, err = kind.New(append([]kind.Option{kind.WithBinaries(h.opts.Binaries), kind.WithKwokNodes(1)}, h.opts.KindOptions...)...)
+	default:
+		err = fmt.Errorf("unknown provider %q (accepted: local, kind)", h.opts.Provider)
+	}
 	if err != nil {
 		return nil, err
 	}

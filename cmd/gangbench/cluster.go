@@ -19,6 +19,7 @@ import (
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/fakegpu"
 )
@@ -38,11 +39,17 @@ type clusterFlags struct {
 	schedGates    []string
 	schedulerArgs []string
 	timeout       time.Duration
+	// kind only
+	engine         string
+	workers        int
+	nodeImage      string
+	schedulerImage string
+	kwokNodes      int
 }
 
 func (f *clusterFlags) register(cmd *cobra.Command, defaultNodes int) {
 	fs := cmd.Flags()
-	fs.StringVar(&f.provider, "provider", "local", "cluster provider: local (processes + kwok nodes, no container engine)")
+	fs.StringVar(&f.provider, "provider", defaultProvider, "cluster provider: local (processes + kwok nodes, no container engine), kind (real kubelets, needs a container engine), or auto (kind when an engine answers, else local)")
 	fs.StringVar(&f.name, "name", clusters.DefaultName, "cluster name")
 	fs.IntVar(&f.nodes, "nodes", defaultNodes, "number of simulated GPU nodes")
 	fs.IntVar(&f.gpusPerNode, "gpus-per-node", 8, "nvidia.com/gpu per node")
@@ -55,6 +62,36 @@ func (f *clusterFlags) register(cmd *cobra.Command, defaultNodes int) {
 	fs.StringSliceVar(&f.schedGates, "scheduler-feature-gates", nil, "feature gates for the scheduler only, e.g. GenericWorkload=false")
 	fs.StringArrayVar(&f.schedulerArgs, "scheduler-arg", nil, "extra kube-scheduler flag as name=value, e.g. kube-api-qps=5000 (repeatable)")
 	fs.DurationVar(&f.timeout, "timeout", 3*time.Minute, "how long components and nodes may take to become ready")
+	fs.StringVar(&f.engine, "engine", "", "kind: container engine docker, podman or nerdctl (default: the first that answers)")
+	fs.IntVar(&f.workers, "workers", 0, "kind: worker nodes with real kubelets and the fakegpu device plugin (default: --nodes)")
+	fs.StringVar(&f.nodeImage, "node-image", "", "kind: kindest/node image (default: kind's image for the Kubernetes version)")
+	fs.StringVar(&f.schedulerImage, "scheduler-image", "", "kind: run this kube-scheduler image as the scheduler under test")
+	fs.IntVar(&f.kwokNodes, "kwok-nodes", 0, "kind: kwok-simulated GPU nodes next to the workers, for scale")
+}
+
+// defaultProvider is what `cluster create` uses without --provider: the docker-free one, which works
+// everywhere. e2e and perf default to auto.
+const defaultProvider = "local"
+
+// resolveProvider turns "auto" into kind or local by asking the container engines.
+func (f *clusterFlags) resolveProvider(ctx context.Context, stderr io.Writer) string {
+	if f.provider != "auto" {
+		return f.provider
+	}
+	if engine, err := kind.DetectEngine(ctx, f.engine); err == nil {
+		fmt.Fprintf(stderr, "provider auto: %s answers, using kind\n", engine)
+		return kind.ProviderName
+	}
+	fmt.Fprintln(stderr, "provider auto: no container engine answers, using local")
+	return local.ProviderName
+}
+
+// kindOptions are the kind provider's options from the flags.
+func (f *clusterFlags) kindOptions(progress io.Writer) []kind.Option {
+	return []kind.Option{
+		kind.WithEngine(f.engine), kind.WithWorkers(f.workers), kind.WithNodeImage(f.nodeImage),
+		kind.WithSchedulerImage(f.schedulerImage), kind.WithKwokNodes(f.kwokNodes), kind.WithBinaries(f.binOptions(progress)),
+	}
 }
 
 func parseGates(flag string, vals []string) (map[string]bool, error) {
@@ -74,8 +111,13 @@ func parseGates(flag string, vals []string) (map[string]bool, error) {
 }
 
 func (f *clusterFlags) spec() (clusters.Spec, error) {
-	if f.provider != local.ProviderName {
-		return clusters.Spec{}, usageError{fmt.Errorf("--provider %q: not available in this build (accepted: local)", f.provider)}
+	switch f.provider {
+	case local.ProviderName, kind.ProviderName, "auto":
+	default:
+		return clusters.Spec{}, usageError{fmt.Errorf("--provider %q: accepted local, kind, auto", f.provider)}
+	}
+	if f.provider == local.ProviderName && (f.schedulerImage != "" || f.workers != 0 || f.kwokNodes != 0 || f.nodeImage != "") {
+		return clusters.Spec{}, usageError{fmt.Errorf("--scheduler-image, --workers, --kwok-nodes and --node-image are kind options; add --provider kind (with local use --scheduler-binary)")}
 	}
 	gates, err := parseGates("feature-gates", f.featureGates)
 	if err != nil {
@@ -101,8 +143,10 @@ func (f *clusterFlags) spec() (clusters.Spec, error) {
 		ExtraArgs:             map[clusters.Component]map[string]string{clusters.Scheduler: sargs},
 		KubeBinDir:            f.kubeBinDir, SchedulerBinary: f.schedulerBin, ReadyTimeout: f.timeout,
 	}
-	if err := local.Validate(spec); err != nil {
-		return clusters.Spec{}, usageError{err}
+	if f.provider == local.ProviderName {
+		if err := local.Validate(spec); err != nil {
+			return clusters.Spec{}, usageError{err}
+		}
 	}
 	return spec, nil
 }
@@ -138,6 +182,9 @@ nothing outlives it by accident); use 'gangbench cluster delete' to stop it.`,
 			spec, err := f.spec()
 			if err != nil {
 				return err
+			}
+			if f.resolveProvider(cmd.Context(), stderr) == kind.ProviderName {
+				return createKind(cmd.Context(), g, &f, spec, stdout, stderr)
 			}
 			if foreground {
 				return holdCluster(cmd.Context(), g, &f, spec, stderr, readyFD)
@@ -275,6 +322,50 @@ func createDetached(ctx context.Context, g *globalOpts, f *clusterFlags, spec cl
 	return nil
 }
 
+// createKind creates a kind cluster; it outlives this command by nature (containers), so no holder.
+func createKind(ctx context.Context, g *globalOpts, f *clusterFlags, spec clusters.Spec, stdout, stderr io.Writer) error {
+	p, err := kind.New(append(f.kindOptions(stderr), kind.WithKeep(true), kind.WithLogger(g.logger(stderr)))...)
+	if err != nil {
+		return usageError{err}
+	}
+	cl, err := p.Create(ctx, spec)
+	if err != nil {
+		return err
+	}
+	printClusterReady(stdout, cl)
+	return nil
+}
+
+// allProviders are the providers whose clusters list/delete/kubeconfig look at.
+func allProviders() ([]clusters.Provider, error) {
+	l, err := local.New()
+	if err != nil {
+		return nil, err
+	}
+	k, err := kind.New()
+	if err != nil {
+		return nil, err
+	}
+	return []clusters.Provider{l, k}, nil
+}
+
+// findCluster returns the provider that knows the named cluster.
+func findCluster(ctx context.Context, name string) (clusters.Provider, *clusters.Cluster, error) {
+	ps, err := allProviders()
+	if err != nil {
+		return nil, nil, err
+	}
+	var errs []error
+	for _, p := range ps {
+		cl, err := p.Get(ctx, name)
+		if err == nil {
+			return p, cl, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", p.Name(), err))
+	}
+	return nil, nil, fmt.Errorf("no usable cluster named %q: %w", name, errors.Join(errs...))
+}
+
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
@@ -325,32 +416,40 @@ func newClusterDeleteCmd(g *globalOpts, stdout io.Writer) *cobra.Command {
 			if len(args) == 1 {
 				name = args[0]
 			}
-			p, err := local.New()
+			ps, err := allProviders()
 			if err != nil {
 				return err
 			}
-			names := []string{name}
-			if all {
-				infos, err := p.List(cmd.Context())
-				if err != nil {
-					return err
-				}
-				names = names[:0]
-				for _, i := range infos {
-					names = append(names, i.Name)
-				}
-			}
 			var errs []error
-			for _, n := range names {
-				if err := p.Delete(cmd.Context(), n); err != nil {
-					if errors.Is(err, clusters.ErrNotFound) && !all {
-						errs = append(errs, fmt.Errorf("no cluster named %q (see `gangbench cluster list`)", n))
+			deleted := 0
+			for _, p := range ps {
+				names := []string{name}
+				if all {
+					// Only clusters this provider recorded as gangbench's own: a user's other kind
+					// clusters or processes are never touched.
+					infos, err := p.List(cmd.Context())
+					if err != nil {
+						errs = append(errs, fmt.Errorf("%s: %w", p.Name(), err))
 						continue
 					}
-					errs = append(errs, err)
-					continue
+					names = names[:0]
+					for _, i := range infos {
+						names = append(names, i.Name)
+					}
 				}
-				fmt.Fprintf(stdout, "deleted cluster %q\n", n)
+				for _, n := range names {
+					if err := p.Delete(cmd.Context(), n); err != nil {
+						if !errors.Is(err, clusters.ErrNotFound) {
+							errs = append(errs, fmt.Errorf("%s cluster %q: %w", p.Name(), n, err))
+						}
+						continue
+					}
+					deleted++
+					fmt.Fprintf(stdout, "deleted %s cluster %q\n", p.Name(), n)
+				}
+			}
+			if deleted == 0 && !all && len(errs) == 0 {
+				errs = append(errs, fmt.Errorf("no cluster named %q (see `gangbench cluster list`)", name))
 			}
 			return errors.Join(errs...)
 		},
@@ -366,13 +465,18 @@ func newClusterListCmd(stdout io.Writer) *cobra.Command {
 		Short: "List clusters gangbench created on this machine",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := local.New()
+			ps, err := allProviders()
 			if err != nil {
 				return err
 			}
-			infos, err := p.List(cmd.Context())
-			if err != nil {
-				return err
+			var infos []clusters.Info
+			for _, p := range ps {
+				is, err := p.List(cmd.Context())
+				if err != nil {
+					fmt.Fprintf(stdout, "# %s: %v\n", p.Name(), err)
+					continue
+				}
+				infos = append(infos, is...)
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tPROVIDER\tSTATUS\tNODES\tCREATED")
@@ -399,11 +503,7 @@ func newClusterKubeconfigCmd(stdout io.Writer) *cobra.Command {
 			if len(args) == 1 {
 				name = args[0]
 			}
-			p, err := local.New()
-			if err != nil {
-				return err
-			}
-			cl, err := p.Get(cmd.Context(), name)
+			_, cl, err := findCluster(cmd.Context(), name)
 			if err != nil {
 				return err
 			}

@@ -18,6 +18,8 @@ import (
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/clusters/kind"
+	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/suites"
 )
@@ -60,6 +62,9 @@ Exit codes: 0 every assertion passed; 1 an assertion failed; 2 usage; 4 the harn
 		},
 	}
 	f.cluster.register(cmd, 1)
+	// Conformance runs follow the mission's default: kind where a container engine answers.
+	_ = cmd.Flags().Set("provider", "auto")
+	cmd.Flags().Lookup("provider").DefValue = "auto"
 	fs := cmd.Flags()
 	fs.StringSliceVar(&f.suites, "suites", nil, "suites to run (default all): "+strings.Join(suites.SuiteNames(), ","))
 	fs.StringVar(&f.runDir, "run-dir", "", "where results go (default _output/runs/<id>)")
@@ -156,7 +161,14 @@ func runE2E(ctx context.Context, g *globalOpts, f *e2eFlags, stdout, stderr io.W
 	}
 	runDir, _ = filepath.Abs(runDir)
 
+	provider := local.ProviderName
 	if f.kubeconfig == "" {
+		provider = f.cluster.resolveProvider(ctx, stderr)
+	}
+	if f.kubeconfig == "" && provider == local.ProviderName {
+		if err := local.Validate(spec); err != nil {
+			return usageError{err}
+		}
 		// Built here, with progress on the terminal, rather than silently inside the test binary.
 		if _, err := k8sbin.Ensure(ctx, spec.KubernetesVersion, f.cluster.binOptions(stderr)); err != nil {
 			return codedError{err, 4}
@@ -188,7 +200,10 @@ func runE2E(ctx context.Context, g *globalOpts, f *e2eFlags, stdout, stderr io.W
 	if f.kubeconfig != "" {
 		args = append(args, "-kubeconfig", f.kubeconfig)
 	} else {
-		args = append(args, "-k8s-version", spec.KubernetesVersion)
+		args = append(args, "-k8s-version", spec.KubernetesVersion, "-provider", provider)
+		if provider == kind.ProviderName {
+			args = append(args, "-workers", fmt.Sprint(f.cluster.workers), "-node-image", f.cluster.nodeImage, "-scheduler-image", f.cluster.schedulerImage)
+		}
 		if f.cluster.schedulerBin != "" {
 			args = append(args, "-scheduler-binary", f.cluster.schedulerBin)
 		}

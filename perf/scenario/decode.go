@@ -120,6 +120,7 @@ func Load(file string, data []byte, opts Options) (*Scenario, error) {
 				pos[key] = v
 				s.Settle, _ = d.Duration(v, key)
 			case "measurements":
+				pos[key] = v
 				measurementsNode = v
 				s.Measurements = d.Strings(v, key)
 			case "phases":
@@ -309,25 +310,26 @@ func validate(d *strictyaml.Decoder, s *Scenario, root *yaml.Node, pos positions
 	switch {
 	case pos[nodesField] == nil && opts.Nodes == 0:
 		d.Errorf(nodesNode, nodesField, "missing; how many simulated nodes does the scenario need?")
+	case d.Failed(nodesField) && opts.Nodes == 0:
 	case s.Cluster.Nodes < 1 || s.Cluster.Nodes > 20000:
 		d.Errorf(nodesNode, nodesField, "%d%s is out of range (accepted: 1 to 20000)", s.Cluster.Nodes, via)
 	}
-	if s.Cluster.GPUsPerNode < 1 || s.Cluster.GPUsPerNode > 64 {
+	if !d.Failed("cluster.gpusPerNode") && (s.Cluster.GPUsPerNode < 1 || s.Cluster.GPUsPerNode > 64) {
 		d.Errorf(pos.at("cluster.gpusPerNode", pos.at("cluster", root)), "cluster.gpusPerNode", "%d%s is out of range (accepted: 1 to 64)", s.Cluster.GPUsPerNode, via)
 	}
-	if s.Scheduler.KubeAPIQPS < 1 {
+	if !d.Failed("scheduler.kubeAPIQPS") && s.Scheduler.KubeAPIQPS < 1 {
 		d.Errorf(pos.at("scheduler.kubeAPIQPS", root), "scheduler.kubeAPIQPS", "%d: want at least 1 (the stock kube-scheduler uses %d)", s.Scheduler.KubeAPIQPS, StockKubeAPIQPS)
 	}
-	if s.Scheduler.KubeAPIBurst < 1 {
+	if !d.Failed("scheduler.kubeAPIBurst") && s.Scheduler.KubeAPIBurst < 1 {
 		d.Errorf(pos.at("scheduler.kubeAPIBurst", root), "scheduler.kubeAPIBurst", "%d: want at least 1 (the stock kube-scheduler uses %d)", s.Scheduler.KubeAPIBurst, StockKubeAPIBurst)
 	}
-	if s.Repetitions < 1 || s.Repetitions > 100 {
+	if !d.Failed("repetitions") && (s.Repetitions < 1 || s.Repetitions > 100) {
 		d.Errorf(pos.at("repetitions", root), "repetitions", "%d is out of range (accepted: 1 to 100)", s.Repetitions)
 	}
-	if s.Timeout <= 0 {
+	if !d.Failed("timeout") && s.Timeout <= 0 {
 		d.Errorf(pos.at("timeout", root), "timeout", "%s: want a positive duration", s.Timeout)
 	}
-	if s.Settle <= 0 || s.Settle >= s.Timeout {
+	if !d.Failed("timeout") && !d.Failed("settle") && (s.Settle <= 0 || s.Settle >= s.Timeout) {
 		d.Errorf(pos.at("settle", root), "settle", "%s: want a positive duration shorter than timeout (%s)", s.Settle, s.Timeout)
 	}
 	for i, m := range s.Measurements {
@@ -356,7 +358,15 @@ func validatePhases(d *strictyaml.Decoder, s *Scenario, pos positions, via strin
 		ok := true
 		bad := func(key, format string, args ...any) {
 			ok = false
+			if d.Failed(f + "." + key) {
+				return // the value did not decode; that error says it all
+			}
 			d.Errorf(at(key), f+"."+key, format, args...)
+		}
+		for _, key := range []string{"podsPerGroup", "groups", "fill", "gpusPerPod", "minCount", "priority"} {
+			if d.Failed(f + "." + key) {
+				ok = false
+			}
 		}
 		switch {
 		case pos[f+".name"] == nil:
@@ -368,13 +378,16 @@ func validatePhases(d *strictyaml.Decoder, s *Scenario, pos positions, via strin
 		default:
 			names[ph.Name] = f
 		}
-		if ph.PodsPerGroup < 1 {
+		switch {
+		case pos[f+".podsPerGroup"] == nil:
+			bad("podsPerGroup", "missing; how many pods does each group have?")
+		case ph.PodsPerGroup < 1:
 			bad("podsPerGroup", "%d: want at least 1", ph.PodsPerGroup)
 		}
 		if ph.GPUsPerPod < 0 {
 			bad("gpusPerPod", "%d: want 0 or more", ph.GPUsPerPod)
 		}
-		if ph.GPUsPerPod == 0 && ph.CPU.IsZero() && ph.Memory.IsZero() {
+		if ph.GPUsPerPod == 0 && ph.CPU.IsZero() && ph.Memory.IsZero() && !d.Failed(f+".cpu") && !d.Failed(f+".memory") {
 			bad("gpusPerPod", "0 and no cpu or memory: a pod must request something, or it measures nothing a scheduler decides")
 		}
 		if ph.GPUsPerPod > s.Cluster.GPUsPerNode {
@@ -386,7 +399,7 @@ func validatePhases(d *strictyaml.Decoder, s *Scenario, pos positions, via strin
 		if !ph.Memory.IsZero() && ph.Memory.Cmp(nodeMem) > 0 {
 			bad("memory", "%s is more than a simulated node's %s", ph.Memory.String(), NodeMemory)
 		}
-		if ph.Policy == Gang && ph.PodsPerGroup >= 1 {
+		if ph.Policy == Gang && ph.PodsPerGroup >= 1 && !d.Failed(f+".podsPerGroup") {
 			switch {
 			case ph.MinCount < 1:
 				bad("minCount", "%d: want at least 1", ph.MinCount)
@@ -431,6 +444,8 @@ func validatePhases(d *strictyaml.Decoder, s *Scenario, pos positions, via strin
 			bad("groups", "%d: want at least 1", ph.Groups)
 		case fillSet && (ph.Fill <= 0 || ph.Fill > 1):
 			bad("fill", "%g: want a fraction of the cluster's GPUs above 0 and at most 1", ph.Fill)
+		case d.Failed(f+".groups") || d.Failed(f+".fill"):
+			ok = false
 		case fillSet && ph.GPUsPerPod == 0:
 			bad("fill", "fill is a fraction of the cluster's GPUs, and this phase's pods ask for none; set groups")
 		case fillSet && ok:
@@ -471,19 +486,18 @@ func checkCapacity(d *strictyaml.Decoder, s *Scenario, pos positions, shapeOK []
 		if pos[f+".fill"] != nil {
 			field = f + ".fill"
 		}
-		shape := fmt.Sprintf("%d groups × %d pods × %d GPUs", ph.Groups, ph.PodsPerGroup, ph.GPUsPerPod)
-		earlier := ""
+		need := fmt.Sprintf("%d groups × %d pods × %d GPUs = %d GPUs", ph.Groups, ph.PodsPerGroup, ph.GPUsPerPod, ph.GPUs())
 		if gpus > ph.GPUs() {
-			earlier = " with the earlier phases of equal or higher priority"
+			need += fmt.Sprintf(", %d with the earlier phases it cannot preempt", gpus)
 		}
 		if gpus > s.Cluster.GPUs() {
-			d.Errorf(n, field, "%s need %d GPUs%s, but %d nodes × %d GPUs%s hold %d; lower it or raise cluster.nodes",
-				shape, gpus, earlier, s.Cluster.Nodes, s.Cluster.GPUsPerNode, via, s.Cluster.GPUs())
+			d.Errorf(n, field, "%s, but %d nodes × %d GPUs%s hold %d; lower it or raise cluster.nodes",
+				need, s.Cluster.Nodes, s.Cluster.GPUsPerNode, via, s.Cluster.GPUs())
 			continue
 		}
 		if slots := s.Cluster.Nodes * NodePods; pods > slots {
-			d.Errorf(n, field, "%d pods%s exceed %d nodes × %d pods per node%s; lower it or raise cluster.nodes",
-				pods, earlier, s.Cluster.Nodes, NodePods, via)
+			d.Errorf(n, field, "%d pods (with the earlier phases it cannot preempt) exceed %d nodes × %d pods per node%s; lower it or raise cluster.nodes",
+				pods, s.Cluster.Nodes, NodePods, via)
 		}
 	}
 }

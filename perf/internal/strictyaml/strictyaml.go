@@ -64,13 +64,13 @@ func Parse(file string, data []byte) (*yaml.Node, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, Errors{{File: file, Msg: "empty file"}}
 		}
-		return nil, Errors{{File: file, Line: yamlErrLine(err), Msg: strings.TrimPrefix(err.Error(), "yaml: ")}}
+		return nil, Errors{{File: file, Line: yamlErrLine(err), Msg: yamlErrMsg(err)}}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		return nil, Errors{{File: file, Line: extra.Line, Msg: "more than one YAML document; put one per file"}}
 	} else if !errors.Is(err, io.EOF) {
-		return nil, Errors{{File: file, Line: yamlErrLine(err), Msg: strings.TrimPrefix(err.Error(), "yaml: ")}}
+		return nil, Errors{{File: file, Line: yamlErrLine(err), Msg: yamlErrMsg(err)}}
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
 		return nil, Errors{{File: file, Msg: "not a YAML document"}}
@@ -79,6 +79,11 @@ func Parse(file string, data []byte) (*yaml.Node, error) {
 }
 
 var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+
+// yamlErrMsg is a yaml syntax error without the "yaml: line N: " the location already says.
+func yamlErrMsg(err error) string { return yamlPrefixRE.ReplaceAllString(err.Error(), "") }
+
+var yamlPrefixRE = regexp.MustCompile(`^(yaml: )?(line \d+: )?`)
 
 // yamlErrLine digs the line out of a yaml syntax error, whose text is the only place it is kept.
 func yamlErrLine(err error) int {
@@ -166,6 +171,17 @@ func (d *Decoder) Errorf(n *yaml.Node, field, format string, args ...any) {
 		line = n.Line
 	}
 	d.errs = append(d.errs, Error{File: d.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Failed reports whether a problem was already recorded for field, so checks that build on its
+// value (ranges, cross-field rules) can stay quiet instead of repeating the cause as a symptom.
+func (d *Decoder) Failed(field string) bool {
+	for _, e := range d.errs {
+		if e.Field == field {
+			return true
+		}
+	}
+	return false
 }
 
 // Err returns the collected errors sorted by line (stable), or nil.
