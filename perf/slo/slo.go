@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -212,15 +211,16 @@ func parseExpr(s string, o *Objective) error {
 	case "/s", "pods/s":
 		o.Value, o.Unit = num, "pods/s"
 	case "ns", "us", "ms", "s", "m", "h":
-		d, err := time.ParseDuration(m[5] + unit)
-		if err != nil {
-			return fmt.Errorf("%q: bad duration %s%s", s, m[5], unit)
-		}
-		o.Value, o.Unit = d.Seconds(), "s"
+		o.Value, o.Unit = num*durationUnits()[unit], "s"
 	default:
 		return fmt.Errorf("%q: unknown unit %q (accepted: /s or pods/s for rates; ms, s, m, h for durations; none for counts)", s, unit)
 	}
 	return nil
+}
+
+// durationUnits are seconds per unit; durations are compared in seconds, the unit of the items.
+func durationUnits() map[string]float64 {
+	return map[string]float64{"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
 }
 
 // Matches reports whether the objective applies to an item.
