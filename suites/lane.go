@@ -172,6 +172,34 @@ func (l *Lane) Events(ctx context.Context, name string) ([]corev1.Event, error) 
 	return list.Items, nil
 }
 
+// PriorityClass creates the cluster-scoped PriorityClass <lane>-<suffix>, deletes it when t ends,
+// and returns once Priority admission knows it: admission resolves classes from an informer, so a
+// class used right after its creation can be refused with "no PriorityClass with name … was found".
+// A dry-run pod naming the class goes through the same admission without creating anything.
+func (l *Lane) PriorityClass(ctx context.Context, t testing.TB, suffix string, value int32, never bool) string {
+	t.Helper()
+	name := l.Name + "-" + suffix
+	if _, err := l.Client.SchedulingV1().PriorityClasses().Create(ctx, scenarios.PriorityClass(name, value, never), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create PriorityClass %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := l.Client.SchedulingV1().PriorityClasses().Delete(dctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Logf("cleanup: delete PriorityClass %s: %v", name, err)
+		}
+	})
+	probe := l.Pod(scenarios.Member{Name: "class-probe", PriorityClassName: name, Gated: true})
+	Eventually(ctx, t, l.env.d(30*time.Second), "Priority admission to know PriorityClass "+name, func(ctx context.Context) (bool, string, error) {
+		_, err := l.Client.CoreV1().Pods(l.Name).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
+	})
+	return name
+}
+
 // Canary creates a tiny standalone pod on the lane and waits for it to bind. A negative check ("these
 // pods stay Pending") passes only if the canary binds afterwards: that proves the scheduler was alive
 // and serving this lane during the window, so an idle or crashed scheduler cannot pass.

@@ -260,7 +260,7 @@ func minCountFeatures() []Feature {
 			Steps: []Step{
 				{A: Assertion{ID: "MIN-13", Statement: "PodGroup of priority 1000 with members of priority 0: every member gets FailedScheduling \"…same priority as the pod group's priority, got 0 and 1000\" and PodScheduled=False/SchedulerError; none binds", Ref: bmSemRef + "B.14; §3.4"},
 					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-						pc := mcPriorityClass(ctx, t, l, mcPriorityClassVal)
+						pc := l.PriorityClass(ctx, t, fmt.Sprintf("p%d", mcPriorityClassVal), mcPriorityClassVal, false)
 						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "prio", MinCount: 3, PriorityClassName: pc})
 						ms := Members("prio", 3, 2)
 						l.CreatePods(ctx, t, ms...)
@@ -339,24 +339,6 @@ func mcPatchMinCount(ctx context.Context, t *testing.T, l *Lane, group string, m
 	if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != minCount {
 		t.Fatalf("PodGroup %s after the patch: schedulingPolicy %+v, want gang.minCount %d", group, pg.Spec.SchedulingPolicy, minCount)
 	}
-}
-
-// mcPriorityClass creates a PriorityClass unique to the lane (they are cluster-scoped) and deletes
-// it when the test ends.
-func mcPriorityClass(ctx context.Context, t *testing.T, l *Lane, value int32) string {
-	t.Helper()
-	name := fmt.Sprintf("%s-p%d", l.Name, value)
-	if _, err := l.Client.SchedulingV1().PriorityClasses().Create(ctx, scenarios.PriorityClass(name, value, false), metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create PriorityClass %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if err := l.Client.SchedulingV1().PriorityClasses().Delete(dctx, name, metav1.DeleteOptions{}); err != nil {
-			t.Logf("cleanup: delete PriorityClass %s: %v", name, err)
-		}
-	})
-	return name
 }
 
 // mcWaitPodReasons waits until every named pod is PodScheduled=False with reason and checks that

@@ -266,8 +266,8 @@ func observabilityFeatures() []Feature {
 		Steps: []Step{
 			{A: Assertion{ID: "OBS-08", Statement: "a gang preempting lower-priority pods raises the scheduler_workload_preemption_victims histogram count", Ref: ref("37", "§5; §6.1")},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-					low := ownPriorityClass(ctx, t, l, "low", 100, false)
-					high := ownPriorityClass(ctx, t, l, "high", 1000, false)
+					low := l.PriorityClass(ctx, t, "low", 100, false)
+					high := l.PriorityClass(ctx, t, "high", 1000, false)
 					var victims []scenarios.Member
 					for i := range 4 {
 						victims = append(victims, scenarios.Member{Name: fmt.Sprintf("low-%d", i), GPUs: 2, PriorityClassName: low})

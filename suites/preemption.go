@@ -51,33 +51,6 @@ const (
 	blockerValue = 2000
 )
 
-// laneClass creates the cluster-scoped PriorityClass <lane>-<suffix> and deletes it when t ends.
-func laneClass(ctx context.Context, t *testing.T, l *Lane, suffix string, value int32, never bool) string {
-	t.Helper()
-	name := l.Name + "-" + suffix
-	if _, err := l.Client.SchedulingV1().PriorityClasses().Create(ctx, scenarios.PriorityClass(name, value, never), metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create PriorityClass %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if err := l.Client.SchedulingV1().PriorityClasses().Delete(dctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Logf("cleanup: delete PriorityClass %s: %v", name, err)
-		}
-	})
-	// Priority admission resolves classes from an informer, so a class just created can still be
-	// "not found" for a moment. A dry-run pod naming it passes once admission sees it.
-	probe := l.Pod(scenarios.Member{Name: "class-probe", PriorityClassName: name})
-	Eventually(ctx, t, l.env.d(30*time.Second), "Priority admission to know PriorityClass "+name, func(ctx context.Context) (bool, string, error) {
-		_, err := l.Client.CoreV1().Pods(l.Name).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		return true, "", nil
-	})
-	return name
-}
-
 // withClass sets the PriorityClass of members.
 func withClass(class string, ms ...scenarios.Member) []scenarios.Member {
 	out := slices.Clone(ms)
@@ -458,8 +431,8 @@ func fullPreemptionFeature() []Feature {
 		Steps: []Step{
 			{A: Assertion{ID: "PRE-01", Statement: "victims get DisruptionTarget=True/PreemptionByScheduler '…preempting to accommodate a higher priority podgroup', then are deleted", Ref: preRef + "16; §5.3"},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-					low := laneClass(ctx, t, l, "low", lowValue, false)
-					high := laneClass(ctx, t, l, "high", highValue, false)
+					low := l.PriorityClass(ctx, t, "low", lowValue, false)
+					high := l.PriorityClass(ctx, t, "high", highValue, false)
 					vs := standalone("victim", victims, 2, low)
 					l.CreatePods(ctx, t, vs...)
 					victimSet = names(vs)
@@ -616,9 +589,9 @@ func onlyIfFitsFeature() []Feature {
 		Steps: []Step{
 			{A: Assertion{ID: "PRE-07", Statement: "a gang that cannot reach minCount even with every lower-priority pod gone is False/Unschedulable with 'pod group preemption:' and no placement found", Ref: preRef + "17; §5.1"},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-					low := laneClass(ctx, t, l, "low", lowValue, false)
-					high := laneClass(ctx, t, l, "high", highValue, false)
-					top := laneClass(ctx, t, l, "top", blockerValue, false)
+					low := l.PriorityClass(ctx, t, "low", lowValue, false)
+					high := l.PriorityClass(ctx, t, "high", highValue, false)
+					top := l.PriorityClass(ctx, t, "top", blockerValue, false)
 					// 4 GPUs: 2 held by a pod above the gang, 2 by a victim below it; the gang needs 4.
 					l.CreatePods(ctx, t, scenarios.Member{Name: "blocker", GPUs: 2, PriorityClassName: top}, scenarios.Member{Name: "victim", GPUs: 2, PriorityClassName: low})
 					l.WaitBound(ctx, t, l.env.d(60*time.Second), "blocker", "victim")
@@ -654,8 +627,8 @@ func disruptionModeFeatures() []Feature {
 	// The recorder is stored in *rp as soon as it runs; it is kept past t when keep is set.
 	victimsAndPreemptor := func(ctx context.Context, t *testing.T, l *Lane, all, keep bool, rp **recorder) string {
 		t.Helper()
-		low := laneClass(ctx, t, l, "low", lowValue, false)
-		high := laneClass(ctx, t, l, "high", highValue, false)
+		low := l.PriorityClass(ctx, t, "low", lowValue, false)
+		high := l.PriorityClass(ctx, t, "high", highValue, false)
 		createGang(ctx, t, l, scenarios.Group{Name: "victims", MinCount: 2, DisruptionAll: all, PriorityClassName: low}, 2, 2)
 		l.WaitBound(ctx, t, l.env.d(60*time.Second), "victims-0", "victims-1")
 		*rp = startRecorder(ctx, t, l, keep)
@@ -764,8 +737,8 @@ func reprieveFeatures() []Feature {
 			Steps: []Step{
 				{A: Assertion{ID: "PRE-12", Statement: "of an equal-priority standalone pod and PodGroup member, the standalone pod is preempted (even when it is older)", Ref: preRef + "19; §5.1 reprieve"},
 					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-						low := laneClass(ctx, t, l, "low", lowValue, false)
-						high := laneClass(ctx, t, l, "high", highValue, false)
+						low := l.PriorityClass(ctx, t, "low", lowValue, false)
+						high := l.PriorityClass(ctx, t, "high", highValue, false)
 						l.CreatePods(ctx, t, scenarios.Member{Name: "standalone", GPUs: 2, PriorityClassName: low})
 						l.WaitBound(ctx, t, l.env.d(60*time.Second), "standalone")
 						olderThanASecond(ctx, t, l, "standalone")
@@ -780,8 +753,8 @@ func reprieveFeatures() []Feature {
 			Steps: []Step{
 				{A: Assertion{ID: "PRE-13", Statement: "of two equal-priority disruptionMode-all groups that each free enough, the one with fewer pods is preempted (even when it is older)", Ref: preRef + "19; §5.1 reprieve"},
 					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-						low := laneClass(ctx, t, l, "low", lowValue, false)
-						high := laneClass(ctx, t, l, "high", highValue, false)
+						low := l.PriorityClass(ctx, t, "low", lowValue, false)
+						high := l.PriorityClass(ctx, t, "high", highValue, false)
 						// small: 1 pod × 2 GPUs; big: 2 pods × 1 GPU. Either frees the 2 GPUs needed.
 						createGang(ctx, t, l, scenarios.Group{Name: "small", MinCount: 1, DisruptionAll: true, PriorityClassName: low}, 1, 2)
 						l.WaitBound(ctx, t, l.env.d(60*time.Second), "small-0")
@@ -805,7 +778,7 @@ func equalPriorityFeature() []Feature {
 		Steps: []Step{
 			{A: Assertion{ID: "PRE-14", Statement: "a gang whose priority equals the running pods' is False/Unschedulable with 'pod group preemption: No preemption victims found'", Ref: preRef + "20; §5.1"},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-					eq := laneClass(ctx, t, l, "eq", 0, false)
+					eq := l.PriorityClass(ctx, t, "eq", 0, false)
 					l.CreatePods(ctx, t, standalone("victim", 2, 2, eq)...)
 					l.WaitBound(ctx, t, l.env.d(60*time.Second), "victim-0", "victim-1")
 					gangPods = createGang(ctx, t, l, scenarios.Group{Name: gang, MinCount: 2, PriorityClassName: eq}, 2, 2)
@@ -833,8 +806,8 @@ func preemptNeverFeature() []Feature {
 		Steps: []Step{
 			{A: Assertion{ID: "PRE-16", Statement: "a gang whose class has preemptionPolicy Never reads 'pod group preemption: not eligible due to preemptionPolicy=Never.'", Ref: preRef + "21; §5.1"},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-					low := laneClass(ctx, t, l, "low", lowValue, false)
-					never := laneClass(ctx, t, l, "never", highValue, true)
+					low := l.PriorityClass(ctx, t, "low", lowValue, false)
+					never := l.PriorityClass(ctx, t, "never", highValue, true)
 					l.CreatePods(ctx, t, standalone("victim", 2, 2, low)...)
 					l.WaitBound(ctx, t, l.env.d(60*time.Second), "victim-0", "victim-1")
 					gangPods = createGang(ctx, t, l, scenarios.Group{Name: gang, MinCount: 2, PriorityClassName: never}, 2, 2)
@@ -850,7 +823,7 @@ func preemptNeverFeature() []Feature {
 				}},
 			{A: Assertion{ID: "PRE-18", Statement: "Priority admission rejects a pod that sets preemptionPolicy against its class: '… must not be provided in pod spec'", Ref: preRef + "21; §1.4"},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-					never := laneClass(ctx, t, l, "never-adm", highValue, true)
+					never := l.PriorityClass(ctx, t, "never-adm", highValue, true)
 					p := l.Pod(scenarios.Member{Name: "policy-mismatch", GPUs: 1, PriorityClassName: never})
 					lower := corev1.PreemptLowerPriority
 					p.Spec.PreemptionPolicy = &lower

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -73,31 +72,6 @@ func valDeletePG(ctx context.Context, l *Lane, name string) func() {
 // valPatchPG sends a JSON merge patch of a PodGroup's spec.
 func valPatchPG(ctx context.Context, l *Lane, name, patch string) (*schedv1beta1.PodGroup, error) {
 	return l.Client.SchedulingV1beta1().PodGroups(l.Name).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-}
-
-// ownPriorityClass creates a lane-unique PriorityClass and deletes it when t ends. PriorityClasses
-// are cluster-scoped, so the name carries the lane's.
-func ownPriorityClass(ctx context.Context, t *testing.T, l *Lane, suffix string, value int32, never bool) string {
-	t.Helper()
-	name := l.Name + "-" + suffix
-	if _, err := l.Client.SchedulingV1().PriorityClasses().Create(ctx, scenarios.PriorityClass(name, value, never), metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create PriorityClass %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		_ = l.Client.SchedulingV1().PriorityClasses().Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
-	})
-	// Priority admission resolves classes from an informer cache, so a class used right after its
-	// creation can be refused with "no PriorityClass with name … was found". A dry-run pod goes
-	// through the same admission without creating anything.
-	probe := l.Pod(scenarios.Member{Name: "priorityclass-probe", PriorityClassName: name, Gated: true})
-	Eventually(ctx, t, l.env.d(15*time.Second), "Priority admission to know PriorityClass "+name, func(ctx context.Context) (bool, string, error) {
-		_, err := l.Client.CoreV1().Pods(l.Name).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		return true, "", nil
-	})
-	return name
 }
 
 func valInt32(v int32) *int32 { return &v }
@@ -175,7 +149,7 @@ func validationFeatures() []Feature {
 			{A: Assertion{ID: "VAL-08", Statement: "with a priorityClassName, admission sets spec.priority to the class value", Ref: ref("30", "§1.4")},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
 					const value = 4242
-					pc := ownPriorityClass(ctx, t, l, "val08", value, false)
+					pc := l.PriorityClass(ctx, t, "val08", value, false)
 					got, err := valCreatePG(ctx, l, scenarios.PodGroup(l.Name, scenarios.Group{Name: "with-class", MinCount: 2, PriorityClassName: pc}))
 					if err != nil {
 						t.Fatalf("create with class %s: %v", pc, err)
@@ -206,7 +180,7 @@ func validationFeatures() []Feature {
 			{A: Assertion{ID: "VAL-10", Statement: "gang.minCount is mutable: a PATCH from 3 to 2 is accepted", Ref: ref("28", "§2.4")},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
 					// The class only has to exist at create time (Priority admission runs on create).
-					pc := ownPriorityClass(ctx, t, l, "val10", 500, false)
+					pc := l.PriorityClass(ctx, t, "val10", 500, false)
 					if _, err := valCreatePG(ctx, l, scenarios.PodGroup(l.Name, scenarios.Group{Name: immutable, MinCount: 3, Workload: "wl-a", Template: "t0", PriorityClassName: pc})); err != nil {
 						t.Fatalf("create: %v", err)
 					}
@@ -235,7 +209,7 @@ func validationFeatures() []Feature {
 				}},
 			{A: Assertion{ID: "VAL-14", Statement: "changing priorityClassName is rejected 422 with field is immutable", Ref: ref("28", "§2.4")},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-					classB := ownPriorityClass(ctx, t, l, "val14", 500, false)
+					classB := l.PriorityClass(ctx, t, "val14", 500, false)
 					_, err := valPatchPG(ctx, l, immutable, fmt.Sprintf(`{"spec":{"priorityClassName":%q}}`, classB))
 					valExpectRejected(t, "priorityClassName →"+classB, err, valInvalid, nil, "spec.priorityClassName", "field is immutable")
 				}},
