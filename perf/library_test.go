@@ -128,7 +128,9 @@ func TestSLOs(t *testing.T) {
 }
 
 func TestSteps(t *testing.T) {
-	ph := func(name string, start scenario.Start) scenario.Phase { return scenario.Phase{Name: name, Start: start} }
+	ph := func(name string, start scenario.Start) scenario.Phase {
+		return scenario.Phase{Name: name, Start: start}
+	}
 	ss := steps([]scenario.Phase{ph("a", scenario.AfterCreated), ph("b", scenario.WithPrevious), ph("c", scenario.AfterBound), ph("d", scenario.AfterCreated)})
 	var got []string
 	for _, s := range ss {

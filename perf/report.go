@@ -184,12 +184,7 @@ func writeText(w io.Writer, r *results.Run) error {
 	b.WriteString("(bind/s: watch timeline average; p50..max: 1-second samples; apiserver/s: binding POSTs 201 over the scrape interval; gang: PodGroup created → last member bound, seconds; spread: first → last member bound)\n")
 	if len(r.Cases) > 0 {
 		b.WriteString("\nSLOs\n")
-		for _, c := range r.Cases {
-			fmt.Fprintf(&b, "  %-13s %-8s %s%s\n", c.Verdict, c.ID, c.Name, measured(c))
-			if c.Verdict != results.Pass && c.Message != "" {
-				fmt.Fprintf(&b, "  %13s %8s %s\n", "", "", firstLine(c.Message))
-			}
-		}
+		writeObjectives(&b, r.Cases)
 	}
 	if len(r.Notes) > 0 {
 		b.WriteString("\nnotes\n")
@@ -200,6 +195,51 @@ func writeText(w io.Writer, r *results.Run) error {
 	b.WriteString("\n" + strings.Join(BenchLines(r), "\n") + "\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeObjectives prints one line per objective with its verdict counts, then a line for each
+// case that did not pass: eight scenarios times a handful of objectives would otherwise bury the
+// one violation in passes.
+func writeObjectives(b *strings.Builder, cases []results.Case) {
+	type obj struct {
+		id, expr string
+		counts   map[results.Verdict]int
+		bad      []results.Case
+	}
+	var objs []*obj
+	byKey := map[string]*obj{}
+	for _, c := range cases {
+		expr, _, _ := strings.Cut(c.Name, " [")
+		k := c.ID + "\x00" + expr
+		o := byKey[k]
+		if o == nil {
+			o = &obj{id: c.ID, expr: expr, counts: map[results.Verdict]int{}}
+			byKey[k] = o
+			objs = append(objs, o)
+		}
+		o.counts[c.Verdict]++
+		if c.Verdict != results.Pass {
+			o.bad = append(o.bad, c)
+		}
+	}
+	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+	for _, o := range objs {
+		var parts []string
+		for _, v := range []results.Verdict{results.Pass, results.SLOViolation, results.Error, results.Fail, results.Skip} {
+			if n := o.counts[v]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%s %d", v, n))
+			}
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", o.id, o.expr, strings.Join(parts, ", "))
+		for _, c := range o.bad {
+			where := ""
+			if _, w, ok := strings.Cut(c.Name, " ["); ok {
+				where = "[" + w + " "
+			}
+			fmt.Fprintf(tw, "  \t  %s %s%s\t\n", c.Verdict, where, firstLine(c.Message))
+		}
+	}
+	_ = tw.Flush()
 }
 
 func measured(c results.Case) string {

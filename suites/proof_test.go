@@ -53,15 +53,17 @@ func skipUnlessProof(t *testing.T) {
 
 // TestProofGangSchedulingOff runs the behavioural suites against a scheduler with GenericWorkload=false
 // (it ignores PodGroups and schedules pods one by one). Every behavioural suite must report failures.
+// (The validation suite checks the apiserver, not the scheduler; TestProofGangAPIOff covers its
+// failure mode: an apiserver that does not serve the API stops the run before any test.)
 func TestProofGangSchedulingOff(t *testing.T) {
 	skipUnlessProof(t)
-	err, out, failed := runSuiteBinary(t, "^(TestExperiments|TestBarriers|TestMinCount|TestPreemption|TestStatus)$",
+	err, out, failed := runSuiteBinary(t, "^(TestExperiments|TestBarriers|TestMinCount|TestPreemption|TestStatus|TestObservability)$",
 		"-scheduler-feature-gates", "GenericWorkload=false")
 	t.Logf("failed assertions against a scheduler without gang scheduling: %v", failed)
 	if err == nil {
 		t.Fatalf("the suites passed against a scheduler with gang scheduling off:\n%s", tail(out, 60))
 	}
-	for _, test := range []string{"TestExperiments", "TestBarriers", "TestMinCount", "TestPreemption", "TestStatus"} {
+	for _, test := range []string{"TestExperiments", "TestBarriers", "TestMinCount", "TestPreemption", "TestStatus", "TestObservability"} {
 		if len(failed[test]) == 0 {
 			t.Errorf("%s reported no failure against a scheduler with gang scheduling off", test)
 		}

@@ -40,7 +40,7 @@ type bindingRate struct {
 func newBindingRate(env *Env) Measurement { return &bindingRate{env: env} }
 
 func (m *bindingRate) Start(ctx context.Context) error {
-	s, err := metrics.Scrape(ctx, m.env.Cluster.APIServerMetrics)
+	s, err := scrape(ctx, m.env.Cluster.APIServerMetrics, metricRequests)
 	if err != nil {
 		return fmt.Errorf("bindingRate: apiserver metrics before the run: %w", err)
 	}
@@ -51,7 +51,7 @@ func (m *bindingRate) Start(ctx context.Context) error {
 }
 
 func (m *bindingRate) Gather(ctx context.Context) ([]results.DataItem, error) {
-	after, err := metrics.Scrape(ctx, m.env.Cluster.APIServerMetrics)
+	after, err := scrape(ctx, m.env.Cluster.APIServerMetrics, metricRequests)
 	if err != nil {
 		return nil, fmt.Errorf("bindingRate: apiserver metrics after the run: %w", err)
 	}

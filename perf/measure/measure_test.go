@@ -341,3 +341,23 @@ func TestRegistry(t *testing.T) {
 		t.Errorf("registry has %d entries, Names %d", len(reg), len(Names()))
 	}
 }
+
+func TestFilterFamilies(t *testing.T) {
+	text := readMetrics(t, "scheduler-after.txt")
+	got := string(FilterFamilies(text, "scheduler_podgroup_scheduling_attempt_duration_seconds"))
+	if strings.Contains(got, "scheduler_schedule_attempts_total") || strings.Contains(got, "scheduler_podgroup_schedule_attempts_total") {
+		t.Errorf("other families kept:\n%s", got)
+	}
+	for _, want := range []string{"# TYPE scheduler_podgroup_scheduling_attempt_duration_seconds histogram", `_bucket{profile="default-scheduler",result="scheduled",le="0.004"} 5`, "_sum{", "_count{"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("filtered text lacks %q", want)
+		}
+	}
+	s, err := metrics.Parse([]byte(got))
+	if err != nil || len(s.Families) != 1 {
+		t.Errorf("filtered text parses into %v families: %v", s, err)
+	}
+	if n := len(FilterFamilies(text, "nonexistent")); n != 0 {
+		t.Errorf("%d bytes kept for an absent family", n)
+	}
+}

@@ -115,7 +115,7 @@ func TestCheckPartialHandMade(t *testing.T) {
 		// basic groups have no quorum: one of many bound is fine
 		{Time: s(1), Kind: PodBound, Group: "b", Pod: "b-0"},
 		{Time: s(1), Kind: PodBound, Group: "g", Pod: "g-0"},
-		{Time: s(1), Kind: PodBound, Group: "g", Pod: "g-0"}, // a relist repeats a bind
+		{Time: s(1), Kind: PodBound, Group: "g", Pod: "g-0"},     // a relist repeats a bind
 		{Time: s(1.5), Kind: PodDeleted, Group: "g", Pod: "g-9"}, // a pending member goes away
 		{Time: s(2), Kind: PodBound, Group: "g", Pod: "g-1"},
 		// a pod of a group the timeline never saw created is not judged

@@ -41,6 +41,17 @@ func SchedulerCounters() []SchedulerCounter {
 	}
 }
 
+func schedulerFamilies() []string {
+	var out []string
+	for _, h := range SchedulerHistograms() {
+		out = append(out, h.Metric)
+	}
+	for _, c := range SchedulerCounters() {
+		out = append(out, c.Metric)
+	}
+	return out
+}
+
 type schedulerMetrics struct {
 	env    *Env
 	before *metrics.Snapshot
@@ -55,7 +66,7 @@ func (m *schedulerMetrics) Start(ctx context.Context) error {
 		m.env.note("schedulerMetrics: the scheduler's /metrics is not reachable from the harness; no scheduler histograms")
 		return nil
 	}
-	s, err := metrics.Scrape(ctx, m.env.Cluster.SchedulerMetrics)
+	s, err := scrape(ctx, m.env.Cluster.SchedulerMetrics, schedulerFamilies()...)
 	if err != nil {
 		return fmt.Errorf("schedulerMetrics: before the run: %w", err)
 	}
@@ -67,7 +78,7 @@ func (m *schedulerMetrics) Gather(ctx context.Context) ([]results.DataItem, erro
 	if m.skip {
 		return nil, nil
 	}
-	after, err := metrics.Scrape(ctx, m.env.Cluster.SchedulerMetrics)
+	after, err := scrape(ctx, m.env.Cluster.SchedulerMetrics, schedulerFamilies()...)
 	if err != nil {
 		return nil, fmt.Errorf("schedulerMetrics: after the run: %w", err)
 	}
