@@ -242,14 +242,6 @@ func writeObjectives(b *strings.Builder, cases []results.Case) {
 	_ = tw.Flush()
 }
 
-func measured(c results.Case) string {
-	v, ok := c.Measurements["value"]
-	if !ok {
-		return ""
-	}
-	return "  (measured " + strconv.FormatFloat(v, 'g', 4, 64) + ")"
-}
-
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s

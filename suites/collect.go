@@ -18,6 +18,10 @@ type testEvent struct {
 	Output  string
 }
 
+// assessRE splits an assessment's test name. Feature names and statements may contain '/', which
+// go test does not escape, so the split is anchored on the assertion ID instead of on slashes.
+var assessRE = regexp.MustCompile(`^(Test[A-Za-z0-9]+)/(.+?)/([A-Z]{2,5}-[0-9][0-9A-Za-z]*)_(.*)$`)
+
 // measurementRE is how a step reports a number: t.Logf("measurement bindSpreadSeconds=%.3f", …).
 var measurementRE = regexp.MustCompile(`measurement ([A-Za-z0-9_]+)=([-+0-9.eE]+)`)
 
@@ -69,34 +73,31 @@ func (c *Collector) Line(b []byte) {
 }
 
 func (c *Collector) finish(ev testEvent) {
-	parts := strings.SplitN(ev.Test, "/", 3)
 	verdict := map[string]results.Verdict{"pass": results.Pass, "fail": results.Fail, "skip": results.Skip}[ev.Action]
-	if len(parts) == 2 && ev.Action == "fail" {
-		// A feature failed; if none of its assessments did, its setup did. Recorded at the end.
-		if c.failedFeatures[ev.Test] {
-			return
+	m := assessRE.FindStringSubmatch(ev.Test)
+	if m == nil {
+		top, feature, ok := strings.Cut(ev.Test, "/")
+		if ok && ev.Action == "fail" && !c.failedFeatures[ev.Test] {
+			// A feature failed without a failed assessment: its setup did. Recorded at the end.
+			c.featureFailures = append(c.featureFailures, results.Case{
+				ID: "SETUP", Suite: strings.ToLower(strings.TrimPrefix(top, "Test")), Name: strings.ReplaceAll(feature, "_", " "),
+				Verdict: results.Error, Duration: dur(ev.Elapsed), Message: c.message(ev.Test),
+			})
 		}
-		c.featureFailures = append(c.featureFailures, results.Case{
-			ID: "SETUP", Suite: strings.ToLower(strings.TrimPrefix(parts[0], "Test")), Name: strings.ReplaceAll(parts[1], "_", " "),
-			Verdict: results.Error, Duration: dur(ev.Elapsed), Message: c.message(ev.Test),
-		})
 		return
 	}
-	if len(parts) != 3 {
-		return
-	}
-	id, statement := ParseName(parts[2])
+	top, feature, id, statement := m[1], m[2], m[3], strings.ReplaceAll(m[4], "_", " ")
 	a, ok := c.catalogue[id]
 	if !ok {
-		a = Assertion{ID: id, Statement: statement, Suite: strings.ToLower(strings.TrimPrefix(parts[0], "Test"))}
+		a = Assertion{ID: id, Statement: statement, Suite: strings.ToLower(strings.TrimPrefix(top, "Test"))}
 	}
 	cs := results.Case{ID: id, Suite: a.Suite, Name: a.Statement, Ref: a.Ref, Verdict: verdict, Duration: dur(ev.Elapsed)}
 	if verdict != results.Pass {
 		cs.Message = c.message(ev.Test)
 	}
 	if verdict == results.Fail {
-		c.failedFeatures[parts[0]+"/"+parts[1]] = true
-		c.failedFeatureNames[strings.ReplaceAll(parts[1], "_", " ")] = true
+		c.failedFeatures[top+"/"+feature] = true
+		c.failedFeatureNames[strings.ReplaceAll(feature, "_", " ")] = true
 	}
 	for _, l := range c.output[ev.Test] {
 		if m := measurementRE.FindStringSubmatch(l); m != nil {

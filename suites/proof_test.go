@@ -17,7 +17,8 @@ import (
 // with other flags) against a cluster that is wrong in a known way and assert that the suites notice.
 // A suite that passes against a broken scheduler is a bug in the suite.
 
-var failLineRE = regexp.MustCompile(`--- FAIL: (Test[A-Za-z]+)/[^/]+/([A-Z]+-[0-9A-Za-z]+)`)
+// Feature names and statements may contain '/', so the ID is found by its shape, not by position.
+var failLineRE = regexp.MustCompile(`--- FAIL: (Test[A-Za-z]+)/.+?/([A-Z]{2,5}-[0-9][0-9A-Za-z]*)_`)
 
 // runSuiteBinary re-executes this binary as a suite run and returns its exit error, output and the
 // failed assertion IDs per top-level test.

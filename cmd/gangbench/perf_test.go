@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// execPerf runs the perf command on its own (main.go registers it under the root).
+func execPerf(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := newPerfCmd(&globalOpts{}, &out, &errb)
+	cmd.SetArgs(args)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	err := cmd.ExecuteContext(context.Background())
+	return out.String() + errb.String(), err
+}
+
+func TestPerfUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--param", "groups"}, `--param "groups": want name=value`},
+		{[]string{"run", "--scenario", "no-such-scenario"}, `no scenario file or shipped scenario named "no-such-scenario"`},
+		{[]string{"run", "--scenario", "smoke", "--param", "gruops=3"}, `--param gruops: no selected scenario declares a parameter "gruops"`},
+		{[]string{"run", "--scenario", "smoke", "--labels", "gpu"}, "--scenario and --labels select scenarios two ways; give one"},
+		{[]string{"run", "--scenario", "gpu-gang-64x8", "--nodes", "50"}, "perf/scenarios/gpu-gang-64x8.yaml:19: phases[0].fill: 0.9 of 50 nodes × 8 GPUs (--nodes 50) is 360 GPUs, less than one group (512 GPUs)"},
+		{[]string{"run", "--scenario", "smoke", "--slo", "../../perf/testdata/slo/invalid.yaml"}, "invalid.yaml:6: objectives[0].source: missing"},
+		{[]string{"report", "--format", "yaml", "../../perf/testdata/runs/default-500"}, `--format "yaml": accepted: text, markdown, json, bench`},
+	} {
+		_, err := execPerf(t, tc.args...)
+		var ue usageError
+		if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v (usage error: %v), want one containing %q", tc.args, err, errors.As(err, &ue), tc.want)
+		}
+	}
+}
+
+func TestPerfReport(t *testing.T) {
+	out, err := execPerf(t, "report", "../../perf/testdata/runs/default-500")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"gangbench perf run 20261129-163734-3e7c: PASS", "BenchmarkGang/smoke/nodes=500\t1\t"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := execPerf(t, "report", t.TempDir()); err == nil || !strings.Contains(err.Error(), "run.json") {
+		t.Errorf("a directory without run.json: %v", err)
+	}
+	out, err = execPerf(t, "list")
+	if err != nil || !strings.Contains(out, "upstream-3gangs-1000pods  upstream,default") {
+		t.Errorf("list: %v\n%s", err, out)
+	}
+}

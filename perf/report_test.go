@@ -1,0 +1,98 @@
+package perf
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gangbench/gangbench/results"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden reports in testdata/report")
+
+// testdata/runs/default-500 is the run.json of a real `perf run --nodes 500` of the default set on
+// the 2-core development machine (2026-11-29); the reports are computed from it alone.
+func fixtureRun(t *testing.T) *results.Run {
+	t.Helper()
+	r, err := results.Read(filepath.Join("testdata", "runs", "default-500"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestReportGolden(t *testing.T) {
+	r := fixtureRun(t)
+	for _, format := range []string{FormatText, FormatMarkdown, FormatBench} {
+		t.Run(format, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := WriteReport(&b, r, format); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", "report", "default-500."+format)
+			if *update {
+				if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (create it with go test ./perf -run TestReportGolden -update)", err)
+			}
+			if !bytes.Equal(b.Bytes(), want) {
+				t.Errorf("%s report differs from %s (rerun with -update and review the diff):\n%s", format, path, b.String())
+			}
+		})
+	}
+	var b bytes.Buffer
+	if err := WriteReport(&b, r, FormatJSON); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"apiVersion": "gangbench.dev/v1alpha1"`) {
+		t.Error("json report is not the run record")
+	}
+	if err := WriteReport(&b, r, "yaml"); err == nil || !strings.Contains(err.Error(), "accepted: text, markdown, json, bench") {
+		t.Errorf("unknown format: %v", err)
+	}
+}
+
+func TestBenchLines(t *testing.T) {
+	lines := BenchLines(fixtureRun(t))
+	if lines[0] != "goos: linux" || len(lines) != 3+8 {
+		t.Fatalf("lines: %q", lines)
+	}
+	for _, l := range lines[3:] {
+		f := strings.Split(l, "\t")
+		// name, iterations, then value-unit pairs, as `go test -bench` prints them.
+		if !strings.HasPrefix(f[0], "BenchmarkGang/") || !strings.HasSuffix(f[0], "/nodes=500") || f[1] != "1" {
+			t.Errorf("line %q", l)
+		}
+		for _, m := range f[2:] {
+			if v, u, ok := strings.Cut(m, " "); !ok || v == "" || strings.Contains(u, " ") {
+				t.Errorf("metric %q in %q is not 'value unit'", m, l)
+			}
+		}
+	}
+	if !strings.Contains(lines[3], "pods/s") || !strings.Contains(lines[3], "gang-p99-s") {
+		t.Errorf("line %q lacks the binding rate or gang latency", lines[3])
+	}
+}
+
+func TestVerdictOf(t *testing.T) {
+	for _, tc := range []struct {
+		run  results.Run
+		code int
+	}{
+		{results.Run{Cases: []results.Case{{Verdict: results.Pass}, {Verdict: results.Skip}}}, 0},
+		{results.Run{Cases: []results.Case{{Verdict: results.Pass}, {Verdict: results.SLOViolation}}}, 3},
+		{results.Run{Cases: []results.Case{{Verdict: results.SLOViolation}, {Verdict: results.Error}}}, 1},
+		{results.Run{Interrupted: true, Cases: []results.Case{{Verdict: results.Pass}}}, 1},
+	} {
+		if v := VerdictOf(&tc.run); v.ExitCode != tc.code {
+			t.Errorf("%+v: %+v, want exit %d", tc.run.Cases, v, tc.code)
+		}
+	}
+}
