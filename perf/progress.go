@@ -89,6 +89,9 @@ func (p *Progress) Settle() {
 	p.bars = nil
 }
 
+// Write prints a line above the bars, so log lines do not tear them while they are drawn.
+func (p *Progress) Write(b []byte) (int, error) { return p.p.Write(b) }
+
 // Wait flushes the bars; call it before printing the report.
 func (p *Progress) Wait() {
 	if p == nil {

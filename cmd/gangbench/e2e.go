@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -139,39 +140,61 @@ func runE2E(ctx context.Context, g *globalOpts, f *e2eFlags, stdout, stderr io.W
 	if _, err := suites.Select(suites.All(), f.suites); err != nil {
 		return usageError{err}
 	}
-	var spec clusters.Spec
-	if f.kubeconfig == "" {
-		var err error
-		if spec, err = f.cluster.spec(); err != nil {
-			return err
-		}
-	}
 	root, err := moduleRoot(ctx)
 	if err != nil {
 		return codedError{err, 4}
 	}
-	started := time.Now()
-	id := results.NewRunID(started)
+	id := results.NewRunID(time.Now())
 	runDir := f.runDir
 	if runDir == "" {
 		runDir = filepath.Join(root, "_output", "runs", id)
 	}
+	r, logPath, err := runSuites(ctx, f, root, runDir, id, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	if err := results.WriteText(stdout, r); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nresults: %s (run.json, junit.xml, summary.md, suites.log)\n", runDir)
+	s := r.Summary()
+	switch {
+	case s.Errors > 0 && s.Passed == 0 && s.Failed == 0:
+		return codedError{fmt.Errorf("the suites could not run; see %s", logPath), 4}
+	case !s.OK() || r.Interrupted:
+		return codedError{fmt.Errorf("%d of %d assertions failed", s.Failed+s.Errors, s.Total), exitFailures}
+	}
+	return nil
+}
+
+// runSuites runs the conformance suites once, as `gangbench e2e` does: it prints one line per
+// assertion to live, writes run.json, junit.xml and summary.md into runDir, and returns the run.
+// compare runs it once per scheduler.
+func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, stderr io.Writer) (*results.Run, string, error) {
+	var spec clusters.Spec
+	if f.kubeconfig == "" {
+		var err error
+		if spec, err = f.cluster.spec(); err != nil {
+			return nil, "", err
+		}
+	}
+	started := time.Now()
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
-		return codedError{err, 4}
+		return nil, "", codedError{err, 4}
 	}
 	runDir, _ = filepath.Abs(runDir)
-
 	provider := local.ProviderName
 	if f.kubeconfig == "" {
 		provider = f.cluster.resolveProvider(ctx, stderr)
 	}
 	if f.kubeconfig == "" && provider == local.ProviderName {
 		if err := local.Validate(spec); err != nil {
-			return usageError{err}
+			return nil, "", usageError{err}
 		}
 		// Built here, with progress on the terminal, rather than silently inside the test binary.
 		if _, err := k8sbin.Ensure(ctx, spec.KubernetesVersion, f.cluster.binOptions(stderr)); err != nil {
-			return codedError{err, 4}
+			return nil, "", codedError{err, 4}
 		}
 	}
 	bin := filepath.Join(root, "_output", "bin", "suites.test")
@@ -179,7 +202,7 @@ func runE2E(ctx context.Context, g *globalOpts, f *e2eFlags, stdout, stderr io.W
 	build := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, "./suites")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return codedError{fmt.Errorf("compile suites: %w\n%s", err, out), 4}
+		return nil, "", codedError{fmt.Errorf("compile suites: %w\n%s", err, out), 4}
 	}
 
 	args := []string{"tool", "test2json", "-t", bin, "-test.v=test2json", "-test.count=1", "-test.timeout=" + f.deadline.String(),
@@ -219,17 +242,17 @@ func runE2E(ctx context.Context, g *globalOpts, f *e2eFlags, stdout, stderr io.W
 	}
 	cat := suites.Catalogue(suites.All())
 	coll := suites.NewCollector(cat, func(c results.Case) {
-		fmt.Fprintln(stdout, results.FormatCaseLine(c))
+		fmt.Fprintln(live, results.FormatCaseLine(c))
 		if c.Verdict != results.Pass {
 			if d := results.FormatCaseDetail(c); d != "" {
-				fmt.Fprintln(stdout, d)
+				fmt.Fprintln(live, d)
 			}
 		}
 	})
 	logPath := filepath.Join(runDir, "suites.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
-		return codedError{err, 4}
+		return nil, "", codedError{err, 4}
 	}
 	defer logf.Close()
 	// Not CommandContext: on Ctrl-C the suite binary gets SIGINT and tears its cluster down itself;
@@ -239,18 +262,18 @@ func runE2E(ctx context.Context, g *globalOpts, f *e2eFlags, stdout, stderr io.W
 	run.Stderr = io.MultiWriter(logf, prefixWriter{w: stderr})
 	pipe, err := run.StdoutPipe()
 	if err != nil {
-		return codedError{err, 4}
+		return nil, "", codedError{err, 4}
 	}
 	run.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := run.Start(); err != nil {
-		return codedError{err, 4}
+		return nil, "", codedError{err, 4}
 	}
 	stopped := make(chan struct{})
-	interrupted := false
+	var interrupted atomic.Bool
 	go func() {
 		select {
 		case <-ctx.Done():
-			interrupted = true
+			interrupted.Store(true)
 			// The whole group: `go tool test2json` and the suite binary under it.
 			_ = syscall.Kill(-run.Process.Pid, syscall.SIGINT)
 		case <-stopped:
@@ -266,13 +289,13 @@ func runE2E(ctx context.Context, g *globalOpts, f *e2eFlags, stdout, stderr io.W
 	waitErr := run.Wait()
 	close(stopped)
 
-	r := &results.Run{ID: id, Command: "e2e", Started: started, Finished: time.Now(), Interrupted: interrupted, Cases: coll.Cases()}
+	r := &results.Run{ID: id, Command: "e2e", Started: started, Finished: time.Now(), Interrupted: interrupted.Load(), Cases: coll.Cases()}
 	r.Environment = environmentOf(runDir, f, spec)
 	for _, mc := range monitorCases(runDir) {
 		r.Cases = append(r.Cases, mc)
-		fmt.Fprintln(stdout, results.FormatCaseLine(mc))
+		fmt.Fprintln(live, results.FormatCaseLine(mc))
 	}
-	if waitErr != nil && r.Summary().OK() && !interrupted {
+	if waitErr != nil && r.Summary().OK() && !r.Interrupted {
 		// The suite binary failed outside any assertion (cluster start, preflight, a crash, the
 		// status monitor): that must not read as a pass.
 		tail, _ := os.ReadFile(logPath)
@@ -280,21 +303,9 @@ func runE2E(ctx context.Context, g *globalOpts, f *e2eFlags, stdout, stderr io.W
 			Message: fmt.Sprintf("%v\n%s", waitErr, lastLines(string(tail), 30))})
 	}
 	if err := writeRunFiles(runDir, r); err != nil {
-		return codedError{err, 4}
+		return r, logPath, codedError{err, 4}
 	}
-	fmt.Fprintln(stdout)
-	if err := results.WriteText(stdout, r); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "\nresults: %s (run.json, junit.xml, summary.md, suites.log)\n", runDir)
-	s := r.Summary()
-	switch {
-	case s.Errors > 0 && s.Passed == 0 && s.Failed == 0:
-		return codedError{fmt.Errorf("the suites could not run; see %s", logPath), 4}
-	case !s.OK() || interrupted:
-		return codedError{fmt.Errorf("%d of %d assertions failed", s.Failed+s.Errors, s.Total), exitFailures}
-	}
-	return nil
+	return r, logPath, nil
 }
 
 // prefixWriter marks the suite binary's own stderr (cluster start, preflight) so users can tell it

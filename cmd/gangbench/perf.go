@@ -132,7 +132,6 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 	if len(f.scenarios) > 0 && len(f.labels) > 0 {
 		return usageError{errors.New("--scenario and --labels select scenarios two ways; give one")}
 	}
-	log := g.logger(stderr)
 	var source perf.ClusterSource
 	if f.kubeconfig != "" {
 		ex, err := existingSource(ctx, f.kubeconfig)
@@ -176,8 +175,11 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 	}
 	runDir, _ = filepath.Abs(runDir)
 	var progress *perf.Progress
+	log := g.logger(stderr)
 	if file, ok := stdout.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
 		progress = perf.NewProgress(stdout)
+		// Log lines go above the bars, or they would tear them.
+		log = g.logger(progress)
 	}
 	fmt.Fprintf(stderr, "running %d scenario(s): %s\n", len(scs), scenarioNames(scs))
 	run, runErr := perf.Run(ctx, perf.Options{

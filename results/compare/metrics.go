@@ -77,6 +77,9 @@ func (m MetricResult) DisplayName() string {
 
 type metricID struct{ item, labels, key string }
 
+// RepetitionLabel is the DataItem label that numbers repetitions; it is not part of a metric's key.
+const RepetitionLabel = "repetition"
+
 type metricSamples struct {
 	labels map[string]string
 	units  []string
@@ -94,13 +97,18 @@ func collect(s Side) (map[metricID]*metricSamples, []string) {
 		}
 		seen := map[metricID]bool{}
 		for _, d := range r.DataItems {
+			// A repetition inside a run is one more sample of the same metric, not another metric.
+			full := labelString(d.Labels)
+			d.Labels = maps.Clone(d.Labels)
+			delete(d.Labels, RepetitionLabel)
 			ls := labelString(d.Labels)
 			for _, k := range slices.Sorted(maps.Keys(d.Data)) {
 				id := metricID{d.Name, ls, k}
-				if seen[id] {
+				if seenID := (metricID{d.Name, full, k}); seen[seenID] {
 					notes = append(notes, fmt.Sprintf("%s: run %s has %s more than once; every value is used as a sample", s.Label, r.ID, displayName(id)))
+				} else {
+					seen[seenID] = true
 				}
-				seen[id] = true
 				ms := out[id]
 				if ms == nil {
 					ms = &metricSamples{labels: maps.Clone(d.Labels)}
