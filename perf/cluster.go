@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/kwok"
 	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/perf/scenario"
@@ -217,7 +218,10 @@ func (s *ExistingSource) Inventory(ctx context.Context) (nodes, gpusPerNode int,
 	}
 	for i := range list.Items {
 		n := &list.Items[i]
-		if unschedulable(n) != "" {
+		// Ready and not cordoned; taints are not judged here: a fresh node's not-ready taint
+		// outlives its readiness by minutes (see kwok.WaitSchedulable), and counting only clean
+		// nodes would size the workload for a fraction of the cluster.
+		if !kwok.ReadyNode(n) || n.Spec.Unschedulable {
 			continue
 		}
 		nodes++

@@ -222,7 +222,10 @@ func writeObjectives(b *strings.Builder, cases []results.Case) {
 			o.bad = append(o.bad, c)
 		}
 	}
-	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+	idW, exprW := 0, 0
+	for _, o := range objs {
+		idW, exprW = max(idW, len(o.id)), max(exprW, len(o.expr))
+	}
 	for _, o := range objs {
 		var parts []string
 		for _, v := range []results.Verdict{results.Pass, results.SLOViolation, results.Error, results.Fail, results.Skip} {
@@ -230,16 +233,15 @@ func writeObjectives(b *strings.Builder, cases []results.Case) {
 				parts = append(parts, fmt.Sprintf("%s %d", v, n))
 			}
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", o.id, o.expr, strings.Join(parts, ", "))
+		fmt.Fprintf(b, "  %-*s  %-*s  %s\n", idW, o.id, exprW, o.expr, strings.Join(parts, ", "))
 		for _, c := range o.bad {
 			where := ""
 			if _, w, ok := strings.Cut(c.Name, " ["); ok {
 				where = "[" + w + " "
 			}
-			fmt.Fprintf(tw, "  \t  %s %s%s\t\n", c.Verdict, where, firstLine(c.Message))
+			fmt.Fprintf(b, "  %-*s    %s %s%s\n", idW, "", c.Verdict, where, firstLine(c.Message))
 		}
 	}
-	_ = tw.Flush()
 }
 
 func firstLine(s string) string {

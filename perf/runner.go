@@ -28,9 +28,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/kwok"
 	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/perf/loadgen"
 	"github.com/gangbench/gangbench/perf/measure"
@@ -103,7 +103,8 @@ func Run(ctx context.Context, o Options) (*results.Run, error) {
 	if cerr := ev.Close(); runErr == nil {
 		runErr = cerr
 	}
-	r.finish(runErr)
+	// Interrupted: the caller's context ended (a signal, or the run's deadline), not a wait inside.
+	r.finish(runErr, ctx.Err() != nil)
 	if err := results.Write(o.RunDir, r.run); err != nil {
 		return r.run, errors.Join(runErr, err)
 	}
@@ -205,115 +206,9 @@ func (r *runner) openCluster(ctx context.Context, sc *scenario.Scenario, shape S
 	if r.o.Source.Persistent() {
 		return nil // not our nodes: use them as they are
 	}
-	return waitNodesSchedulable(ctx, cs, shape.Nodes, 3*time.Minute, 15*time.Second, func(format string, args ...any) {
+	return kwok.WaitSchedulable(ctx, cs, fakegpu.LabelManaged+"=true", shape.Nodes, 3*time.Minute, 15*time.Second, func(format string, args ...any) {
 		r.note("%s: %s", cl.Name, fmt.Sprintf(format, args...))
 	})
-}
-
-// waitNodesSchedulable waits until every simulated node is Ready and carries no NoSchedule or
-// NoExecute taint. A fresh node is tainted not-ready by the node lifecycle controller; measuring
-// before the taint is gone makes the first gang cycles fail for a reason that has nothing to do with
-// the scheduler (seen: 60 unschedulable PodGroup attempts in a 100-gang smoke run started right
-// after create). The controller re-evaluates that taint only when the node object changes, and a
-// kwok node whose Ready status it saw late is not updated again for minutes (seen: 93 of 500 nodes
-// still tainted 110 s after create). So after staleAfter, the harness removes the not-ready taint
-// from nodes that are Ready, as the controller would, and says so in the run's notes.
-func waitNodesSchedulable(ctx context.Context, cs kubernetes.Interface, want int, timeout, staleAfter time.Duration, note func(string, ...any)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	start := time.Now()
-	cleared := false
-	for {
-		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: fakegpu.LabelManaged + "=true", ResourceVersion: "0"})
-		ok, example := 0, ""
-		var stale []string
-		if err == nil {
-			for i := range list.Items {
-				n := &list.Items[i]
-				switch why := unschedulable(n); {
-				case why == "":
-					ok++
-				case why == "taint "+corev1.TaintNodeNotReady && readyNode(n):
-					stale = append(stale, n.Name)
-					fallthrough
-				default:
-					if example == "" {
-						example = n.Name + ": " + why
-					}
-				}
-			}
-			if ok >= want {
-				return nil
-			}
-		}
-		if len(stale) > 0 && !cleared && time.Since(start) >= staleAfter {
-			cleared = true
-			if err := clearNotReadyTaint(ctx, cs, stale); err != nil {
-				return err
-			}
-			note("%d of %d Ready nodes still carried the %s taint %s after the cluster was ready; the harness removed it (the node lifecycle controller had not re-evaluated them)",
-				len(stale), want, corev1.TaintNodeNotReady, staleAfter)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%d of %d nodes schedulable after %s (e.g. %s; last error %v)", ok, want, timeout, example, err)
-		case <-tick.C:
-		}
-	}
-}
-
-// clearNotReadyTaint removes the not-ready NoSchedule taint from the named nodes.
-func clearNotReadyTaint(ctx context.Context, cs kubernetes.Interface, names []string) error {
-	for _, name := range names {
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if !readyNode(n) {
-				return nil // the node went away from Ready: the taint is right after all
-			}
-			kept := slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool {
-				return t.Key == corev1.TaintNodeNotReady && t.Effect == corev1.TaintEffectNoSchedule
-			})
-			if len(kept) == len(n.Spec.Taints) {
-				return nil
-			}
-			n.Spec.Taints = kept
-			_, err = cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("remove stale %s taint from node %s: %w", corev1.TaintNodeNotReady, name, err)
-		}
-	}
-	return nil
-}
-
-func readyNode(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func unschedulable(n *corev1.Node) string {
-	if n.Spec.Unschedulable {
-		return "cordoned"
-	}
-	for _, t := range n.Spec.Taints {
-		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
-			return "taint " + t.Key
-		}
-	}
-	if !readyNode(n) {
-		return "not Ready"
-	}
-	return ""
 }
 
 func (r *runner) closeCluster(ctx context.Context) {
@@ -328,9 +223,12 @@ func (r *runner) closeCluster(ctx context.Context) {
 	}
 }
 
-// client returns a clientset for the harness's own reads and watches.
+// client returns a clientset for the harness's own reads and watches: protobuf, because listing
+// every node and pod at the end of a repetition is this process's largest allocation.
 func (r *runner) client(cfg *rest.Config) (kubernetes.Interface, error) {
 	cfg.QPS, cfg.Burst = 200, 400
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cfg.WarningHandler = rest.NoWarnings{}
 	return kubernetes.NewForConfig(cfg)
 }
@@ -750,19 +648,17 @@ func deleteNamespace(ctx context.Context, cs kubernetes.Interface, ns string) er
 			if perr == nil && gerr == nil {
 				left = fmt.Sprintf("pods left: %d+, PodGroups left: %d+", len(pods.Items), len(pgs.Items))
 			}
-			return fmt.Errorf("namespace %s not emptied within 5m (%s; errors %v, %v)", ns, left, perr, gerr)
+			return fmt.Errorf("namespace %s not emptied (%s; errors %v, %v): %w", ns, left, perr, gerr, context.Cause(ctx))
 		case <-tick.C:
 		}
 	}
 }
 
 // finish completes the record: timing, harness resource use, SLO verdicts.
-func (r *runner) finish(runErr error) {
+func (r *runner) finish(runErr error, interrupted bool) {
 	run := r.run
 	run.Finished = time.Now()
-	if runErr != nil && (errors.Is(runErr, context.Canceled) || errors.Is(runErr, context.DeadlineExceeded)) {
-		run.Interrupted = true
-	}
+	run.Interrupted = interrupted
 	if run.Environment.Nodes < 0 {
 		run.Environment.Nodes, run.Environment.GPUsPerNode = 0, 0
 	}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/gangbench/gangbench/clusters/kwok"
 	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/perf/loadgen"
 	"github.com/gangbench/gangbench/perf/measure"
@@ -38,7 +39,7 @@ func TestWaitNodesSchedulableClearsStaleTaint(t *testing.T) {
 	cs := fake.NewClientset(node("a", true), node("b", true, notReadyTaint))
 	var notes []string
 	note := func(f string, a ...any) { notes = append(notes, f) }
-	if err := waitNodesSchedulable(context.Background(), cs, 2, 10*time.Second, 0, note); err != nil {
+	if err := kwok.WaitSchedulable(context.Background(), cs, "", 2, 10*time.Second, 0, note); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := cs.CoreV1().Nodes().Get(context.Background(), "b", metav1.GetOptions{})
@@ -47,8 +48,8 @@ func TestWaitNodesSchedulableClearsStaleTaint(t *testing.T) {
 	}
 
 	cs = fake.NewClientset(node("a", true), node("c", false, notReadyTaint))
-	err := waitNodesSchedulable(context.Background(), cs, 2, time.Second, 0, note)
-	if err == nil || !strings.Contains(err.Error(), "1 of 2 nodes schedulable after 1s (e.g. c: taint node.kubernetes.io/not-ready") {
+	err := kwok.WaitSchedulable(context.Background(), cs, "", 2, time.Second, 0, note)
+	if err == nil || !strings.Contains(err.Error(), "1 of 2 nodes schedulable after 1s (e.g. c: taint node.kubernetes.io/not-ready; last error <nil>): context deadline exceeded") {
 		t.Errorf("a node that is not Ready must keep its taint and fail the wait: %v", err)
 	}
 }

@@ -105,6 +105,10 @@ type Case struct {
 
 type caseAlias Case // Case without its methods
 
+// maxDurationSeconds is the longest case duration run.json accepts: about 292 years, the range of
+// time.Duration, rounded down to whole seconds so the conversion never overflows.
+const maxDurationSeconds = float64(math.MaxInt64 / int64(time.Second))
+
 type caseJSON struct {
 	caseAlias
 	DurationSeconds float64 `json:"durationSeconds"`
@@ -122,6 +126,11 @@ func (c *Case) UnmarshalJSON(data []byte) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&j); err != nil {
 		return err
+	}
+	// A duration is measured, so never negative, and must fit a time.Duration: converting a larger
+	// float to an integer gives an arbitrary value (1e300 came back as -292 years).
+	if j.DurationSeconds < 0 || j.DurationSeconds > maxDurationSeconds {
+		return fmt.Errorf("case %q: durationSeconds %g is out of range (accepted: 0 to %g)", j.ID, j.DurationSeconds, maxDurationSeconds)
 	}
 	*c = Case(j.caseAlias)
 	c.Duration = time.Duration(math.Round(j.DurationSeconds * float64(time.Second)))
@@ -154,7 +163,7 @@ func (r *Run) Validate() error {
 	}
 	for i, c := range r.Cases {
 		if !c.Verdict.Valid() {
-			return fmt.Errorf("case %d (%s): unknown verdict %q", i, c.ID, c.Verdict)
+			return fmt.Errorf("case %d (%s): unknown verdict %q (accepted: %s, %s, %s, %s, %s)", i, c.ID, c.Verdict, Pass, Fail, Skip, Error, SLOViolation)
 		}
 		for _, k := range sortedKeys(c.Measurements) {
 			if v := c.Measurements[k]; math.IsNaN(v) || math.IsInf(v, 0) {

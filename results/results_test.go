@@ -154,7 +154,16 @@ func TestReadErrors(t *testing.T) {
 		{"unknown field", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"Run","colour":1}`, `DIR/run.json: json: unknown field "colour"`},
 		{"unknown case field", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"Run","cases":[{"id":"A","verdict":"pass","speed":1}]}`, `unknown field "speed"`},
 		{"unknown env field", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"Run","environment":{"cloud":"x"}}`, `unknown field "cloud"`},
-		{"bad verdict", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"Run","cases":[{"id":"A","verdict":"maybe"}]}`, `DIR/run.json: case 0 (A): unknown verdict "maybe"`},
+		{"bad verdict", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"Run","cases":[{"id":"A","verdict":"maybe"}]}`, `DIR/run.json: case 0 (A): unknown verdict "maybe" (accepted: pass, fail, skip, error, slo-violation)`},
+		// Issue 7 audit: a duration that does not fit a time.Duration used to come back as an
+		// arbitrary (negative) value; a negative one is not a measurement.
+		{"huge duration", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"Run","cases":[{"id":"A","verdict":"pass","durationSeconds":1e300}]}`,
+			`parsing DIR/run.json: case "A": durationSeconds 1e+300 is out of range (accepted: 0 to 9.223372036e+09)`},
+		{"negative duration", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"Run","cases":[{"id":"A","verdict":"pass","durationSeconds":-1}]}`,
+			`parsing DIR/run.json: case "A": durationSeconds -1 is out of range`},
+		{"wrong type", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"Run","environment":{"nodes":"many"}}`,
+			`parsing DIR/run.json: json: cannot unmarshal string into Go struct field Environment.environment.nodes of type int`},
+		{"kind case", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"run"}`, `DIR/run.json has kind "run"; want "Run"`},
 		{"trailing", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"Run"} {}`, "after top-level value"},
 		{"syntax", `{"apiVersion":`, "parsing DIR/run.json"},
 	} {

@@ -67,23 +67,12 @@ func (e *Env) NewLane(ctx context.Context, prefix string, spec LaneSpec) (*Lane,
 	if err := kwok.WaitNodesReady(ctx, e.Client, LaneLabel+"="+name, spec.Nodes, e.d(60*time.Second)); err != nil {
 		return l, fmt.Errorf("lane %s: %w (lanes need a kwok controller managing nodes annotated kwok.x-k8s.io/node=fake)", name, err)
 	}
-	// Ready is not enough: the node lifecycle controller removes the not-ready taint a moment after
-	// the node turns Ready, and a pod scheduled in between fails with "untolerated taint".
-	err := Poll(ctx, e.d(60*time.Second), "lane "+name+" nodes without the not-ready taint", func(ctx context.Context) (bool, string, error) {
-		nodes, err := e.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LaneLabel + "=" + name})
-		if err != nil {
-			return false, "", err
-		}
-		for _, n := range nodes.Items {
-			for _, t := range n.Spec.Taints {
-				if t.Key != LaneLabel {
-					return false, fmt.Sprintf("node %s has taint %s:%s", n.Name, t.Key, t.Effect), nil
-				}
-			}
-		}
-		return len(nodes.Items) == spec.Nodes, fmt.Sprintf("%d of %d nodes", len(nodes.Items), spec.Nodes), nil
-	})
-	return l, err
+	// Ready is not enough: a new node keeps the not-ready taint until the node lifecycle controller
+	// re-evaluates it, and a pod scheduled in between fails with "untolerated taint".
+	if err := kwok.WaitSchedulable(ctx, e.Client, LaneLabel+"="+name, spec.Nodes, e.d(60*time.Second), 5*time.Second, nil, LaneLabel); err != nil {
+		return l, fmt.Errorf("lane %s: %w", name, err)
+	}
+	return l, nil
 }
 
 // Delete removes the lane's namespace and nodes. It does not wait for the namespace to be gone:

@@ -277,6 +277,14 @@ func (r *run) start(ctx context.Context) (*clusters.Cluster, error) {
 	if err := kwok.WaitNodesReady(ctx, cs, "gangbench.dev/managed=true", spec.Nodes, deadline); err != nil {
 		return nil, fmt.Errorf("%w\n--- last lines of kwok-controller log ---\n%s", err, logTail(r.procs[clusters.Kwok].logPath, 15))
 	}
+	// Ready is not yet schedulable: the not-ready taint the apiserver put on each new node goes only
+	// when the node lifecycle controller re-evaluates it, which for a kwok node (lease heartbeats, no
+	// status updates) can take minutes. A cluster handed out must schedule at once.
+	if err := kwok.WaitSchedulable(ctx, cs, "gangbench.dev/managed=true", spec.Nodes, deadline, 5*time.Second, func(format string, args ...any) {
+		r.p.log.Info(fmt.Sprintf(format, args...))
+	}); err != nil {
+		return nil, err
+	}
 
 	r.st = &state{
 		Name: spec.Name, Created: time.Now().UTC(), Owner: refOf(os.Getpid()), Ports: pt,

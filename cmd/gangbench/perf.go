@@ -92,9 +92,9 @@ Results are written in every case.`,
 	fs.StringArrayVar(&f.params, "param", nil, "override a scenario $param as name=value (repeatable)")
 	fs.StringVar(&f.runDir, "run-dir", "", "where results go (default _output/runs/<id>)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "run against this existing cluster instead of creating one (it is not deleted)")
-	fs.IntVar(&f.workers, "load-workers", 0, "PodGroups the load generator creates concurrently (default 16)")
+	fs.IntVar(&f.workers, "load-workers", 0, "PodGroups the load generator creates concurrently (default 64)")
 	fs.Float32Var(&f.loadQPS, "load-qps", 0, "the load generator's client QPS and burst (default 5000)")
-	fs.DurationVar(&f.grace, "partial-grace", 0, "how long a gang may be partially bound before it counts as a partial placement (default 10s)")
+	fs.DurationVar(&f.grace, "partial-grace", 0, "how long a partially bound gang may go without a member bound before it counts as a partial placement (default 30s)")
 	fs.DurationVar(&f.deadline, "deadline", 60*time.Minute, "the whole run's deadline")
 	return cmd
 }

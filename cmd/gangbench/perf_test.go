@@ -45,7 +45,7 @@ func TestPerfReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"gangbench perf run 20261129-163734-3e7c: PASS", "BenchmarkGang/smoke/nodes=500\t1\t"} {
+	for _, want := range []string{"gangbench perf run 20261129-170346-5fdc: PASS", "BenchmarkGang/smoke/nodes=500\t1\t"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}

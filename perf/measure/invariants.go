@@ -62,11 +62,12 @@ func (m *invariants) Gather(ctx context.Context) ([]results.DataItem, error) {
 	st := m.mon.Stats()
 	return []results.DataItem{
 		{Name: ItemPartialGangs, Unit: "gangs", Data: map[string]float64{
-			Value:                     float64(len(pr.Partial)),
-			"ByPreemption":            float64(len(pr.ByPreemption)),
-			"Gangs":                   float64(pr.Gangs),
-			"LongestTransientSeconds": pr.LongestTransient.Seconds(),
-			"GraceSeconds":            grace.Seconds(),
+			Value:                   float64(len(pr.Partial)),
+			"ByPreemption":          float64(len(pr.ByPreemption)),
+			"Gangs":                 float64(pr.Gangs),
+			"LongestStallSeconds":   pr.LongestStall.Seconds(),
+			"LongestPartialSeconds": pr.LongestPartial.Seconds(),
+			"GraceSeconds":          grace.Seconds(),
 		}},
 		{Name: ItemUnboundFitting, Unit: "pods", Data: map[string]float64{Value: float64(fit.Fitting), "Pending": float64(fit.Pending)}},
 		{Name: ItemStatusRegressions, Unit: "podgroups", Data: map[string]float64{

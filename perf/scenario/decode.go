@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/gangbench/gangbench/perf/internal/strictyaml"
 )
@@ -67,6 +68,9 @@ func Load(file string, data []byte, opts Options) (*Scenario, error) {
 	pos := positions{}
 	var phaseNodes []*yaml.Node
 	var measurementsNode *yaml.Node
+	// measurementFields is the field ("measurements[i]") of each s.Measurements entry: items that fail
+	// to decode are skipped, so an entry's index in s.Measurements is not its index in the file.
+	var measurementFields []string
 	d.Map(root, "", []string{"apiVersion", "kind", "metadata", "description", "source", "params", "cluster", "scheduler", "repetitions", "timeout", "settle", "measurements", "phases"},
 		func(key string, k, v *yaml.Node) {
 			switch key {
@@ -122,7 +126,19 @@ func Load(file string, data []byte, opts Options) (*Scenario, error) {
 			case "measurements":
 				pos[key] = v
 				measurementsNode = v
-				s.Measurements = d.Strings(v, key)
+				d.Seq(v, key, func(_ int, item *yaml.Node, f string) {
+					m, ok := d.String(item, f)
+					if !ok {
+						return
+					}
+					if slices.Contains(s.Measurements, m) {
+						d.Errorf(item, f, "%q listed twice", m)
+						return
+					}
+					pos[f] = item
+					s.Measurements = append(s.Measurements, m)
+					measurementFields = append(measurementFields, f)
+				})
 			case "phases":
 				pos[key] = v
 				d.Seq(v, key, func(i int, item *yaml.Node, field string) {
@@ -145,7 +161,7 @@ func Load(file string, data []byte, opts Options) (*Scenario, error) {
 	if opts.Product != "" {
 		s.Cluster.Product = opts.Product
 	}
-	validate(d, s, root, pos, opts)
+	validate(d, s, root, pos, opts, measurementFields)
 	switch {
 	case measurementsNode == nil:
 		s.Measurements = slices.Clone(opts.Measurements)
@@ -289,7 +305,15 @@ var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 // maxNameLen keeps "<scenario>-<rep>-<rand>" a valid namespace name (63 characters).
 const maxNameLen = 40
 
-func validate(d *strictyaml.Decoder, s *Scenario, root *yaml.Node, pos positions, opts Options) {
+// MaxNodes is the largest cluster a scenario may ask for (the local provider's limit too).
+const MaxNodes = 20000
+
+// maxPods is the most pods the largest cluster can hold. Counts above it can never fit, and bounding
+// them here keeps the products the capacity check computes (groups × pods × GPUs) far from overflow:
+// unbounded, a huge groups value wrapped around to a small product and passed the check.
+const maxPods = MaxNodes * NodePods
+
+func validate(d *strictyaml.Decoder, s *Scenario, root *yaml.Node, pos positions, opts Options, measurementFields []string) {
 	switch {
 	case pos["metadata.name"] == nil:
 		d.Errorf(pos.at("metadata", root), "metadata.name", "missing; every scenario needs a name")
@@ -311,11 +335,18 @@ func validate(d *strictyaml.Decoder, s *Scenario, root *yaml.Node, pos positions
 	case pos[nodesField] == nil && opts.Nodes == 0:
 		d.Errorf(nodesNode, nodesField, "missing; how many simulated nodes does the scenario need?")
 	case d.Failed(nodesField) && opts.Nodes == 0:
-	case s.Cluster.Nodes < 1 || s.Cluster.Nodes > 20000:
-		d.Errorf(nodesNode, nodesField, "%d%s is out of range (accepted: 1 to 20000)", s.Cluster.Nodes, via)
+	case s.Cluster.Nodes < 1 || s.Cluster.Nodes > MaxNodes:
+		d.Errorf(nodesNode, nodesField, "%d%s is out of range (accepted: 1 to %d)", s.Cluster.Nodes, via, MaxNodes)
 	}
 	if !d.Failed("cluster.gpusPerNode") && (s.Cluster.GPUsPerNode < 1 || s.Cluster.GPUsPerNode > 64) {
 		d.Errorf(pos.at("cluster.gpusPerNode", pos.at("cluster", root)), "cluster.gpusPerNode", "%d%s is out of range (accepted: 1 to 64)", s.Cluster.GPUsPerNode, via)
+	}
+	// The product becomes the nvidia.com/gpu.product node label: a value the apiserver would refuse
+	// must fail here, not after a cluster has been started for it.
+	if p := s.Cluster.Product; p != "" && !d.Failed("cluster.product") {
+		if errs := validation.IsValidLabelValue(p); len(errs) > 0 {
+			d.Errorf(pos.at("cluster.product", pos.at("cluster", root)), "cluster.product", "%q%s is not a valid label value: %s", p, productVia(opts), strings.Join(errs, "; "))
+		}
 	}
 	if !d.Failed("scheduler.kubeAPIQPS") && s.Scheduler.KubeAPIQPS < 1 {
 		d.Errorf(pos.at("scheduler.kubeAPIQPS", root), "scheduler.kubeAPIQPS", "%d: want at least 1 (the stock kube-scheduler uses %d)", s.Scheduler.KubeAPIQPS, StockKubeAPIQPS)
@@ -334,17 +365,29 @@ func validate(d *strictyaml.Decoder, s *Scenario, root *yaml.Node, pos positions
 	}
 	for i, m := range s.Measurements {
 		if !slices.Contains(opts.Measurements, m) {
-			d.Errorf(pos.at("measurements", root).Content[i], fmt.Sprintf("measurements[%d]", i), "unknown measurement %q (accepted: %s)", m, strings.Join(opts.Measurements, ", "))
+			f := measurementFields[i]
+			d.Errorf(pos[f], f, "unknown measurement %q (accepted: %s)", m, strings.Join(opts.Measurements, ", "))
 		}
 	}
 	if pos["phases"] == nil || len(s.Phases) == 0 {
 		d.Errorf(pos.at("phases", root), "phases", "a scenario needs at least one phase")
 		return
 	}
-	validatePhases(d, s, pos, via)
+	// Checks of a phase against the cluster's shape are only meaningful when that shape is valid;
+	// otherwise they would repeat the cluster error as a symptom on every phase.
+	clusterOK := !d.Failed(nodesField) && !d.Failed("cluster.gpusPerNode")
+	validatePhases(d, s, pos, via, clusterOK)
 }
 
-func validatePhases(d *strictyaml.Decoder, s *Scenario, pos positions, via string) {
+// productVia says a product came from --gpu-product rather than the file.
+func productVia(opts Options) string {
+	if opts.Product != "" {
+		return " (--gpu-product)"
+	}
+	return ""
+}
+
+func validatePhases(d *strictyaml.Decoder, s *Scenario, pos positions, via string, clusterOK bool) {
 	names := map[string]string{}
 	classes := map[string]int32{}
 	measured := false
@@ -383,6 +426,8 @@ func validatePhases(d *strictyaml.Decoder, s *Scenario, pos positions, via strin
 			bad("podsPerGroup", "missing; how many pods does each group have?")
 		case ph.PodsPerGroup < 1:
 			bad("podsPerGroup", "%d: want at least 1", ph.PodsPerGroup)
+		case ph.PodsPerGroup > maxPods:
+			bad("podsPerGroup", "%d is out of range (accepted: 1 to %d, the pods %d nodes × %d pods per node hold)", ph.PodsPerGroup, maxPods, MaxNodes, NodePods)
 		}
 		if ph.GPUsPerPod < 0 {
 			bad("gpusPerPod", "%d: want 0 or more", ph.GPUsPerPod)
@@ -390,7 +435,7 @@ func validatePhases(d *strictyaml.Decoder, s *Scenario, pos positions, via strin
 		if ph.GPUsPerPod == 0 && ph.CPU.IsZero() && ph.Memory.IsZero() && !d.Failed(f+".cpu") && !d.Failed(f+".memory") {
 			bad("gpusPerPod", "0 and no cpu or memory: a pod must request something, or it measures nothing a scheduler decides")
 		}
-		if ph.GPUsPerPod > s.Cluster.GPUsPerNode {
+		if clusterOK && ph.GPUsPerPod > s.Cluster.GPUsPerNode {
 			bad("gpusPerPod", "%d is more than cluster.gpusPerNode (%d%s): no node can hold such a pod", ph.GPUsPerPod, s.Cluster.GPUsPerNode, via)
 		}
 		if !ph.CPU.IsZero() && ph.CPU.Cmp(nodeCPU) > 0 {
@@ -414,8 +459,11 @@ func validatePhases(d *strictyaml.Decoder, s *Scenario, pos positions, via strin
 				bad("priorityClass", "set priority too: the class is created with that value")
 			}
 		} else if ph.PriorityClass != "" {
-			if !nameRE.MatchString(ph.PriorityClass) {
-				bad("priorityClass", "%q is not a valid PriorityClass name", ph.PriorityClass)
+			if !nameRE.MatchString(ph.PriorityClass) || len(ph.PriorityClass) > 253 {
+				bad("priorityClass", "%q is not a valid PriorityClass name (lowercase letters, digits and '-', at most 253 characters)", ph.PriorityClass)
+			} else if strings.HasPrefix(ph.PriorityClass, "system-") {
+				// The apiserver reserves the prefix for its own classes and refuses to create one.
+				bad("priorityClass", "%q: the system- prefix is reserved for Kubernetes' own PriorityClasses", ph.PriorityClass)
 			} else if v, seen := classes[ph.PriorityClass]; seen && v != ph.Priority {
 				bad("priority", "%d, but priorityClass %q has priority %d in an earlier phase", ph.Priority, ph.PriorityClass, v)
 			}
@@ -442,12 +490,16 @@ func validatePhases(d *strictyaml.Decoder, s *Scenario, pos positions, via strin
 			bad("groups", "missing; set groups (a count) or fill (a fraction of the cluster's GPUs)")
 		case groupsSet && ph.Groups < 1:
 			bad("groups", "%d: want at least 1", ph.Groups)
+		case groupsSet && ph.Groups > maxPods:
+			bad("groups", "%d is out of range (accepted: 1 to %d, the pods %d nodes × %d pods per node hold)", ph.Groups, maxPods, MaxNodes, NodePods)
 		case fillSet && (ph.Fill <= 0 || ph.Fill > 1):
 			bad("fill", "%g: want a fraction of the cluster's GPUs above 0 and at most 1", ph.Fill)
 		case d.Failed(f+".groups") || d.Failed(f+".fill"):
 			ok = false
 		case fillSet && ph.GPUsPerPod == 0:
 			bad("fill", "fill is a fraction of the cluster's GPUs, and this phase's pods ask for none; set groups")
+		case fillSet && !clusterOK:
+			ok = false // no cluster size to take a fraction of; the cluster error says why
 		case fillSet && ok:
 			per := ph.PodsPerGroup * ph.GPUsPerPod
 			ph.Groups = int(math.Floor(ph.Fill * float64(s.Cluster.GPUs()) / float64(per)))
@@ -460,7 +512,9 @@ func validatePhases(d *strictyaml.Decoder, s *Scenario, pos positions, via strin
 	if !measured {
 		d.Errorf(pos["phases"], "phases", "every phase is a prefill: a scenario must measure something")
 	}
-	checkCapacity(d, s, pos, shapeOK, via)
+	if clusterOK {
+		checkCapacity(d, s, pos, shapeOK, via)
+	}
 }
 
 // checkCapacity rejects workloads the cluster cannot hold, counted in GPUs and in pod slots: each
@@ -477,6 +531,11 @@ func checkCapacity(d *strictyaml.Decoder, s *Scenario, pos positions, shapeOK []
 		f := fmt.Sprintf("phases[%d]", i)
 		gpus, pods := ph.GPUs(), ph.Pods()
 		for j := range i {
+			// Stop adding once over capacity: the verdict is settled, and the sum stays small
+			// however many phases a file has.
+			if gpus > s.Cluster.GPUs() || pods > s.Cluster.Nodes*NodePods {
+				break
+			}
 			if shapeOK[j] && s.Phases[j].Priority >= ph.Priority {
 				gpus += s.Phases[j].GPUs()
 				pods += s.Phases[j].Pods()

@@ -173,6 +173,7 @@ func TestInvalid(t *testing.T) {
 }
 
 func TestInvalidInline(t *testing.T) {
+	const head = "apiVersion: gangbench.dev/v1alpha1\nkind: Scenario\nmetadata: {name: x}\ncluster: {nodes: 1}\n"
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"empty", "", "x.yaml: empty file"},
 		{"two documents", "apiVersion: gangbench.dev/v1alpha1\nkind: Scenario\n---\na: 1\n", "x.yaml:3: more than one YAML document; put one per file"},
@@ -194,6 +195,46 @@ func TestInvalidInline(t *testing.T) {
 			"x.yaml:6: phases[0].fill: set groups or fill, not both"},
 		{"priority without class", "apiVersion: gangbench.dev/v1alpha1\nkind: Scenario\nmetadata: {name: x}\ncluster: {nodes: 1}\nphases:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1, priority: 5}\n",
 			"x.yaml:6: phases[0].priority: set priorityClass too: the class is created with this value"},
+		// Issue 7 audit: impossible requests, negative counts and the fields errors name.
+		{"groups overflow", head + "phases:\n- {name: a, groups: 4611686018427387904, podsPerGroup: 4, gpusPerPod: 1}\n",
+			"x.yaml:6: phases[0].groups: 4611686018427387904 is out of range (accepted: 1 to 2200000, the pods 20000 nodes × 110 pods per node hold)"},
+		{"podsPerGroup overflow", head + "phases:\n- {name: a, groups: 2, podsPerGroup: 4611686018427387904, gpusPerPod: 1}\n",
+			"x.yaml:6: phases[0].podsPerGroup: 4611686018427387904 is out of range (accepted: 1 to 2200000, the pods 20000 nodes × 110 pods per node hold)"},
+		{"largest counts", head + "phases:\n- {name: a, groups: 2200000, podsPerGroup: 2200000, gpusPerPod: 1}\n",
+			"x.yaml:6: phases[0].groups: 2200000 groups × 2200000 pods × 1 GPUs = 4840000000000 GPUs, but 1 nodes × 8 GPUs hold 8; lower it or raise cluster.nodes"},
+		{"negative counts", head + "phases:\n- {name: a, groups: -1, podsPerGroup: 2, gpusPerPod: -1, minCount: -2, cpu: -1}\n",
+			`x.yaml:6: phases[0].cpu: want a positive quantity such as 100m or 100Mi, got "-1"` + "\n" +
+				"x.yaml:6: phases[0].gpusPerPod: -1: want 0 or more\n" +
+				"x.yaml:6: phases[0].minCount: -2: want at least 1\n" +
+				"x.yaml:6: phases[0].groups: -1: want at least 1"},
+		{"zero minCount", head + "phases:\n- {name: a, groups: 1, podsPerGroup: 2, gpusPerPod: 1, minCount: 0}\n",
+			"x.yaml:6: phases[0].minCount: 0: want at least 1"},
+		{"zero nodes", "apiVersion: gangbench.dev/v1alpha1\nkind: Scenario\nmetadata: {name: x}\ncluster: {nodes: 0}\nphases:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1}\n",
+			"x.yaml:4: cluster.nodes: 0 is out of range (accepted: 1 to 20000)"},
+		{"negative nodes", "apiVersion: gangbench.dev/v1alpha1\nkind: Scenario\nmetadata: {name: x}\ncluster: {nodes: -3}\nphases:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1}\n",
+			"x.yaml:4: cluster.nodes: -3 is out of range (accepted: 1 to 20000)"},
+		// A bad cluster shape is reported once, not again as a symptom on every phase.
+		{"bad gpusPerNode", "apiVersion: gangbench.dev/v1alpha1\nkind: Scenario\nmetadata: {name: x}\ncluster: {nodes: 1, gpusPerNode: -1}\nphases:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1}\n- {name: b, fill: 0.5, podsPerGroup: 1, gpusPerPod: 1}\n",
+			"x.yaml:4: cluster.gpusPerNode: -1 is out of range (accepted: 1 to 64)"},
+		{"gpus per pod above node", head + "phases:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 9}\n",
+			"x.yaml:6: phases[0].gpusPerPod: 9 is more than cluster.gpusPerNode (8): no node can hold such a pod"},
+		{"minCount above group", head + "phases:\n- {name: a, groups: 1, podsPerGroup: 2, gpusPerPod: 1, minCount: 3}\n",
+			"x.yaml:6: phases[0].minCount: 3 is more than podsPerGroup (2): the gang could never reach its quorum"},
+		// Skipped list items must not shift the index and line an error names.
+		{"measurement index", "apiVersion: gangbench.dev/v1alpha1\nkind: Scenario\nmetadata: {name: x}\ncluster: {nodes: 1}\nmeasurements:\n- bindingRate\n- bindingRate\n- throughput\nphases:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1}\n",
+			`x.yaml:7: measurements[1]: "bindingRate" listed twice` + "\n" +
+				`x.yaml:8: measurements[2]: unknown measurement "throughput" (accepted: bindingRate, gangLatency, schedulerMetrics, invariants)`},
+		{"bad product", "apiVersion: gangbench.dev/v1alpha1\nkind: Scenario\nmetadata: {name: x}\ncluster: {nodes: 1, product: NVIDIA A100}\nphases:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1}\n",
+			`x.yaml:4: cluster.product: "NVIDIA A100" is not a valid label value: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')`},
+		{"reserved priority class", head + "phases:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1, priorityClass: system-high, priority: 5}\n",
+			`x.yaml:6: phases[0].priorityClass: "system-high": the system- prefix is reserved for Kubernetes' own PriorityClasses`},
+		{"unknown kind", "apiVersion: gangbench.dev/v1alpha1\nkind: Scenarios\n", `x.yaml:2: kind: "Scenarios" where a Scenario is expected`},
+		{"no kind", "apiVersion: gangbench.dev/v1alpha1\n", "x.yaml:1: kind: missing; want Scenario"},
+		{"unknown top-level field", head + "phase:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1}\n",
+			"x.yaml:1: phases: a scenario needs at least one phase\n" +
+				"x.yaml:5: phase: unknown field (accepted: apiVersion, kind, metadata, description, source, params, cluster, scheduler, repetitions, timeout, settle, measurements, phases)"},
+		{"unknown policy", head + "phases:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1, policy: Gang}\n",
+			`x.yaml:6: phases[0].policy: "Gang" is not a policy (accepted: gang, basic)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := scenario.Load("x.yaml", []byte(tc.yaml), scenario.Options{Measurements: measurements})

@@ -63,6 +63,9 @@ type Options struct {
 	// Items are the DataItem names that exist; an objective naming another is an error (a typo
 	// would otherwise be silently skipped for ever).
 	Items []string
+	// Scenarios are the scenario names an objective's scenarios list may name; empty accepts any.
+	// A misspelt name would otherwise make the objective skip in every run, unnoticed.
+	Scenarios []string
 }
 
 // LoadFile reads an SLO file.
@@ -94,6 +97,11 @@ func Load(file string, data []byte, opts Options) ([]Objective, error) {
 			})
 		case "objectives":
 			sawObjectives = true
+			if v.Kind == yaml.SequenceNode && len(v.Content) == 0 {
+				// An SLO file that judges nothing would make every run pass its SLOs.
+				d.Errorf(v, "objectives", "empty; list at least one objective, e.g. - {expr: bindingRate.avg >= 50/s, source: ...}")
+				return
+			}
 			d.Seq(v, "objectives", func(_ int, item *yaml.Node, f string) {
 				if o, ok := decodeObjective(d, item, f, opts); ok {
 					out = append(out, o)
@@ -142,6 +150,15 @@ func decodeObjective(d *strictyaml.Decoder, n *yaml.Node, f string, opts Options
 			o.Source, ok = s, ok && good
 		case "scenarios":
 			o.Scenarios = d.Strings(v, f+".scenarios")
+			if len(opts.Scenarios) == 0 || v.Kind != yaml.SequenceNode {
+				return
+			}
+			for i, item := range v.Content {
+				if item.Kind == yaml.ScalarNode && item.Tag != "!!null" && !slices.Contains(opts.Scenarios, item.Value) {
+					d.Errorf(item, fmt.Sprintf("%s.scenarios[%d]", f, i), "unknown scenario %q (known: %s)", item.Value, strings.Join(opts.Scenarios, ", "))
+					ok = false
+				}
+			}
 		}
 	})
 	if n.Kind == yaml.MappingNode {

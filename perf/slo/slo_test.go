@@ -156,3 +156,43 @@ func TestDefaultFileLoads(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadInvalidInline covers the issue 7 audit: every error names the file, the line, the field
+// and what is accepted; unknown fields and kinds fail closed; a file that judges nothing is refused.
+func TestLoadInvalidInline(t *testing.T) {
+	const head = "apiVersion: gangbench.dev/v1alpha1\nkind: SLO\n"
+	for _, tc := range []struct {
+		name, yaml string
+		opts       Options
+		want       string
+	}{
+		{"empty file", "", Options{}, "s.yaml: empty file"},
+		{"no kind", "apiVersion: gangbench.dev/v1alpha1\n", Options{}, "s.yaml:1: kind: missing; want SLO"},
+		{"unknown kind", "apiVersion: gangbench.dev/v1alpha1\nkind: Slo\n", Options{}, `s.yaml:2: kind: "Slo" where a SLO is expected`},
+		{"unknown apiVersion", "apiVersion: gangbench.dev/v2\nkind: SLO\n", Options{}, `s.yaml:1: apiVersion: "gangbench.dev/v2" is not supported; want gangbench.dev/v1alpha1`},
+		{"no objectives", head, Options{}, "s.yaml:1: objectives: missing; an SLO file lists objectives"},
+		{"empty objectives", head + "objectives: []\n", Options{}, "s.yaml:3: objectives: empty; list at least one objective, e.g. - {expr: bindingRate.avg >= 50/s, source: ...}"},
+		{"objectives not a list", head + "objectives: {expr: x}\n", Options{}, "s.yaml:3: objectives: want a list, got a mapping"},
+		{"unknown top-level field", head + "objective: []\nobjectives:\n- {expr: x == 0, source: s}\n", Options{},
+			"s.yaml:3: objective: unknown field (accepted: apiVersion, kind, metadata, objectives)"},
+		{"unknown metadata field", head + "metadata: {name: a, owner: b}\nobjectives:\n- {expr: x == 0, source: s}\n", Options{},
+			"s.yaml:3: metadata.owner: unknown field (accepted: name, description)"},
+		{"expr not a string", head + "objectives:\n- {expr: [a], source: s}\n", Options{},
+			"s.yaml:4: objectives[0].expr: want a string, got a list"},
+		{"unknown scenario", head + "objectives:\n- expr: x == 0\n  source: s\n  scenarios: [smoke, smoek]\n", Options{Scenarios: []string{"smoke", "gpu-mix"}},
+			`s.yaml:6: objectives[0].scenarios[1]: unknown scenario "smoek" (known: smoke, gpu-mix)`},
+		{"duplicate scenario", head + "objectives:\n- expr: x == 0\n  source: s\n  scenarios: [smoke, smoke]\n", Options{},
+			`s.yaml:6: objectives[0].scenarios[1]: "smoke" listed twice`},
+		{"unknown operator", head + "objectives:\n- {expr: x => 0, source: s}\n", Options{},
+			`s.yaml:4: objectives[0].expr: "x => 0" is not an objective; want ITEM[{label=value}][.STAT] OP NUMBER[UNIT], e.g. bindingRate.avg >= 50/s, gangLatency.p99 <= 30s, partialGangs == 0`},
+		{"number out of range", head + "objectives:\n- {expr: x <= 1e999, source: s}\n", Options{},
+			`s.yaml:4: objectives[0].expr: "x <= 1e999": bad number "1e999"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load("s.yaml", []byte(tc.yaml), tc.opts)
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("\n got %v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}

@@ -222,7 +222,23 @@ func ReadJSON(r io.Reader) ([]Transition, error) {
 		switch t.Event {
 		case EventAdded, EventModified, EventDeleted:
 		default:
-			return nil, fmt.Errorf("read timeline: transition %d (%s/%s): unknown event %q", i, t.Namespace, t.Name, t.Event)
+			return nil, fmt.Errorf("read timeline: transition %d (%s/%s): unknown event %q (accepted: %s, %s, %s)", i, t.Namespace, t.Name, t.Event, EventAdded, EventModified, EventDeleted)
+		}
+		// Check compares statuses with True exactly: a "true" or "Maybe" written by hand would be
+		// judged a regression from True (or never True), so it is refused rather than misjudged.
+		for _, c := range []struct {
+			field string
+			cond  *metav1.Condition
+		}{{"from", t.From}, {"to", t.To}} {
+			if c.cond == nil {
+				continue
+			}
+			switch c.cond.Status {
+			case metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown:
+			default:
+				return nil, fmt.Errorf("read timeline: transition %d (%s/%s): %s.status %q is not a condition status (accepted: %s, %s, %s)",
+					i, t.Namespace, t.Name, c.field, c.cond.Status, metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown)
+			}
 		}
 	}
 	return ts, nil

@@ -270,16 +270,20 @@ func TestReadJSONRunReport(t *testing.T) {
 }
 
 func TestReadJSONRejects(t *testing.T) {
-	for name, in := range map[string]string{
-		"malformed":      `[{"uid": "u", "event": "added"`,
-		"not a timeline": `{"uid": "u"}`,
-		"not an array":   `"uid"`,
-		"missing uid":    `[{"name": "a", "event": "added"}]`,
-		"unknown event":  `[{"uid": "u", "event": "bound"}]`,
-		"trailing data":  `[] []`,
+	for name, tc := range map[string]struct{ in, want string }{
+		"malformed":      {`[{"uid": "u", "event": "added"`, "read timeline: unexpected EOF"},
+		"not a timeline": {`{"uid": "u"}`, `read timeline: JSON object has no "transitions"`},
+		"not an array":   {`"uid"`, "read timeline: json: cannot unmarshal string into Go value of type []monitor.Transition"},
+		"missing uid":    {`[{"name": "a", "event": "added"}]`, "read timeline: transition 0 (/a): no uid"},
+		"unknown event":  {`[{"uid": "u", "event": "bound"}]`, `read timeline: transition 0 (/): unknown event "bound" (accepted: added, modified, deleted)`},
+		"trailing data":  {`[] []`, "read timeline: data after the JSON value"},
+		"bad status": {`[{"uid": "u", "namespace": "n", "name": "a", "event": "added", "to": {"type": "PodGroupInitiallyScheduled", "status": "true"}}]`,
+			`read timeline: transition 0 (n/a): to.status "true" is not a condition status (accepted: True, False, Unknown)`},
+		"bad from status": {`[{"uid": "u", "event": "added", "from": {"status": ""}}]`,
+			`read timeline: transition 0 (/): from.status "" is not a condition status (accepted: True, False, Unknown)`},
 	} {
-		if _, err := ReadJSON(strings.NewReader(in)); err == nil {
-			t.Errorf("%s: no error", name)
+		if _, err := ReadJSON(strings.NewReader(tc.in)); err == nil || err.Error() != tc.want {
+			t.Errorf("%s:\n got %v\nwant %s", name, err, tc.want)
 		}
 	}
 }
