@@ -179,6 +179,7 @@ func ItemNames() []string {
 		measure.ItemPartialGangs, measure.ItemUnboundFitting, measure.ItemStatusRegressions,
 		measure.ItemCreationRate, ItemHarness,
 	}
+	names = append(names, FaultItemNames()...)
 	for _, h := range measure.SchedulerHistograms() {
 		names = append(names, h.Item)
 	}

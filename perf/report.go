@@ -182,6 +182,12 @@ func writeText(w io.Writer, r *results.Run) error {
 		return err
 	}
 	b.WriteString("(bind/s: watch timeline average; p50..max: 1-second samples; apiserver/s: binding POSTs 201 over the scrape interval; gang: PodGroup created → last member bound, seconds; spread: first → last member bound)\n")
+	if lines := FaultLines(r); len(lines) > 0 {
+		b.WriteString("\nfaults\n")
+		for _, l := range lines {
+			b.WriteString("  " + l + "\n")
+		}
+	}
 	if len(r.Cases) > 0 {
 		b.WriteString("\nSLOs\n")
 		writeObjectives(&b, r.Cases)
@@ -310,6 +316,12 @@ func writeMarkdown(w io.Writer, r *results.Run) error {
 		}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
+	if lines := FaultLines(r); len(lines) > 0 {
+		b.WriteString("\n## Faults\n\n")
+		for _, l := range lines {
+			b.WriteString("- " + md(l) + "\n")
+		}
+	}
 	if len(r.Cases) > 0 {
 		b.WriteString("\n## SLOs\n\n| verdict | id | objective | measured | source |\n|---|---|---|---:|---|\n")
 		for _, c := range r.Cases {
@@ -332,4 +344,38 @@ func writeMarkdown(w io.Writer, r *results.Run) error {
 
 func md(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// FaultLines describes each injected fault in one line: when it hit, how long the cluster took
+// to bind again, and whether anything was lost or left partial. The figures table has one cell
+// per item and repetition, and a repetition may carry several faults, so they get lines of their own.
+func FaultLines(r *results.Run) []string {
+	type key struct{ scenario, rep, fault string }
+	byKey := map[key]map[string]results.DataItem{}
+	var order []key
+	for _, it := range r.DataItems {
+		if it.Labels["fault"] == "" {
+			continue
+		}
+		k := key{it.Labels["scenario"], it.Labels["repetition"], it.Labels["fault"]}
+		if byKey[k] == nil {
+			byKey[k] = map[string]results.DataItem{}
+			order = append(order, k)
+		}
+		byKey[k][it.Name] = it
+	}
+	var out []string
+	for _, k := range order {
+		its := byKey[k]
+		rec, objs, part := its[ItemFaultRecovery].Data, its[ItemFaultLostObjects].Data, its[ItemFaultPartialGangs].Data
+		recovery := "no bind seen after the restart"
+		if v, ok := rec[measure.Value]; ok {
+			recovery = fmt.Sprintf("first bind %.2f s after the fault", v)
+		}
+		out = append(out, fmt.Sprintf("%s#%s %s at %.0f measured pods created: component down %.2f s, %s; pods %.0f before → %.0f after (%.0f created, %.0f lost), PodGroups %.0f → %.0f (%.0f lost); partial gangs after recovery %.0f",
+			k.scenario, k.rep, k.fault, rec["AtPodsCreated"], rec["DowntimeSeconds"], recovery,
+			objs["PodsBefore"], objs["PodsAfter"], objs["PodsCreated"], objs["PodsLost"],
+			objs["GroupsBefore"], objs["GroupsAfter"], objs["GroupsLost"], part[measure.Value]))
+	}
+	return out
 }

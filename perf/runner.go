@@ -67,8 +67,10 @@ type Options struct {
 	Workers   int
 	// PartialGrace: see measure.DefaultPartialGrace.
 	PartialGrace time.Duration
-	Progress     *Progress
-	Log          *slog.Logger
+	// Faults are injected into every repetition's measured window (the cluster must have Control).
+	Faults   []Fault
+	Progress *Progress
+	Log      *slog.Logger
 }
 
 // Run runs every scenario and returns the run record, which it has also written to RunDir (with
@@ -86,6 +88,9 @@ func Run(ctx context.Context, o Options) (*results.Run, error) {
 	}
 	if o.Command == "" {
 		o.Command = "perf run"
+	}
+	if len(o.Faults) > 0 {
+		o.Scenarios = withInvariants(o.Scenarios)
 	}
 	r := &runner{o: o, run: &results.Run{ID: o.ID, Command: o.Command, Started: o.Started}}
 	r.run.Environment = results.Environment{Host: results.CurrentHost(), SchedulerBinary: o.SchedulerBinary, Extra: map[string]string{
@@ -143,6 +148,9 @@ func (r *runner) all(ctx context.Context) error {
 			if err := r.openCluster(ctx, sc, shape); err != nil {
 				return fmt.Errorf("scenario %s: cluster: %w", sc.Name, err)
 			}
+		}
+		if len(r.o.Faults) > 0 && r.cl.Control == nil {
+			return fmt.Errorf("scenario %s: cluster %s (%s): %w", sc.Name, r.cl.Name, r.cl.Provider, ErrFaultsNeedControl)
 		}
 		// The cluster outlives this scenario when the next one has the same shape (or it is not
 		// ours): only then is cleaning up worth the time.
@@ -418,10 +426,22 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 	}()
 	groupsMade, podsMade := 0, 0
 	var progressMu sync.Mutex
+	var faults *faultRun // nil without faults; its methods are nil-safe
+	if len(r.o.Faults) > 0 {
+		faults = newFaultRun(r.cl.Control, cs, ns, r.o.Faults, sc, podsOf(measured), log)
+		// An error return must not leave an injection running against a cluster being deleted.
+		defer faults.stop()
+	}
 	gen := &loadgen.Generator{
 		Client: loadCS, Namespace: ns, SchedulerName: r.cl.SchedulerName, Workers: r.o.Workers, Timeline: tl,
 		OnGroup: func() { progressMu.Lock(); groupsMade++; gb.Set(groupsMade); progressMu.Unlock() },
-		OnPod:   func() { progressMu.Lock(); podsMade++; pb.Set(podsMade); progressMu.Unlock() },
+		OnPod: func() {
+			progressMu.Lock()
+			podsMade++
+			pb.Set(podsMade)
+			progressMu.Unlock()
+			faults.podCreated()
+		},
 	}
 	deadline := time.Now().Add(sc.Timeout)
 	rctx, rcancel := context.WithDeadline(ctx, deadline)
@@ -462,6 +482,7 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 	}
 	log.Info("measuring", "pods", podsOf(measured), "groups", sc.TotalGroups())
 	windowStart := time.Now()
+	faults.start(rctx, windowStart, tl, phaseNames(measured))
 	created, err := r.runSteps(rctx, gen, tl, steps(measured), prefill, sc.Settle)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -472,6 +493,25 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 	out := waitBound(rctx, tl, phaseNames(measured), podsOf(measured), sc.Settle)
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if faults != nil {
+		// A time-triggered fault may come after the last bind: it is still injected, and the
+		// state after it is judged.
+		if err := faults.wait(rctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		// The wait may have settled while the component was down; the restarted one gets its
+		// own settle period.
+		if out != outcomeComplete {
+			out = waitBound(rctx, tl, phaseNames(measured), podsOf(measured), sc.Settle)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		env.Restarted = faults.restarted()
 	}
 	elapsed := time.Since(windowStart)
 	if out != outcomeComplete {
@@ -488,6 +528,17 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 			return fmt.Errorf("gather %s: %w", sc.Measurements[i], err)
 		}
 		items = append(items, got...)
+	}
+	if faults != nil {
+		grace := r.o.PartialGrace
+		if grace <= 0 {
+			grace = measure.DefaultPartialGrace
+		}
+		fitems, err := faults.items(gctx, tl.Events(), grace, items, env.Note)
+		if err != nil {
+			return err
+		}
+		items = append(items, fitems...)
 	}
 	items = append(items, creationItem(created, items))
 	for i := range items {
@@ -675,7 +726,11 @@ func (r *runner) finish(runErr error, interrupted bool) {
 			"PeakRSSMiB": rss, "CPUSeconds": cpu.Seconds(), "WallSeconds": wall.Seconds(), "CPUShare": cpu.Seconds() / max(wall.Seconds(), 1e-9),
 		}})
 	}
-	objs := dedupe(append(BuiltinObjectives(), r.o.Objectives...))
+	objs := BuiltinObjectives()
+	if len(r.o.Faults) > 0 {
+		objs = append(objs, FaultObjectives()...)
+	}
+	objs = dedupe(append(objs, r.o.Objectives...))
 	run.Cases = slo.Evaluate(objs, run.DataItems)
 	if runErr != nil {
 		run.Cases = append(run.Cases, results.Case{ID: "HARNESS", Suite: "harness", Name: "the benchmark ran to the end", Verdict: results.Error, Message: runErr.Error()})
@@ -693,6 +748,22 @@ func dedupe(objs []slo.Objective) []slo.Objective {
 		}
 		seen[k] = true
 		out = append(out, o)
+	}
+	return out
+}
+
+// withInvariants returns the scenarios with the invariants measurement added where a scenario
+// leaves it out: a fault run is judged by those invariants (no partial gangs, every pod that fits
+// bound, status monotonic), so they are never optional there.
+func withInvariants(scs []*scenario.Scenario) []*scenario.Scenario {
+	out := make([]*scenario.Scenario, len(scs))
+	for i, sc := range scs {
+		out[i] = sc
+		if !slices.Contains(sc.Measurements, measure.Invariants) {
+			c := *sc
+			c.Measurements = append(slices.Clone(sc.Measurements), measure.Invariants)
+			out[i] = &c
+		}
 	}
 	return out
 }

@@ -62,11 +62,20 @@ func FuzzReadRun(f *testing.F) {
 		`"cases":[{"id":"A","suite":"s","name":"n","verdict":"pass","durationSeconds":1e-9,"measurements":{}}],"dataItems":[{"name":"x","data":null}]}`))
 	f.Add([]byte(`{"apiVersion":"gangbench.dev/v1alpha1","kind":"Run","cases":[{"verdict":"skip","durationSeconds":1e300}]}`))
 
+	// One directory per fuzzing process, reused by every input: a process runs one input at a time,
+	// and a fresh t.TempDir per input made the file system, not the reader, the bottleneck.
+	base := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > maxFuzzInput {
 			t.Skip("larger than the fuzzer's inputs need to be")
 		}
-		dir := t.TempDir()
+		dir := filepath.Join(base, "input")
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		path := filepath.Join(dir, FileName)
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)

@@ -226,6 +226,12 @@ func Ensure(ctx context.Context, kubeVersion string, opts Options) (set *Set, er
 		if scheduler, err = checkExecutable(opts.SchedulerBinary); err != nil {
 			return nil, fmt.Errorf("scheduler binary override: %w", err)
 		}
+		// Running it once is cheap next to a build, and a binary that is not a kube-scheduler
+		// (/bin/true, an etcd, a wrapper that prints something else) would otherwise only fail
+		// once a cluster had been started around it.
+		if _, err := ProbeKubeVersion(ctx, scheduler); err != nil {
+			return nil, fmt.Errorf("scheduler binary override: %w", err)
+		}
 	}
 	var etcdFromDir, kwokFromDir string
 	if opts.KubeBinDir != "" {

@@ -30,6 +30,21 @@ var versionPatterns = []*regexp.Regexp{
 // for "kwok version v0.8.0 ...". It errors, naming path and quoting the
 // output, when the file is not executable or the output is not recognised.
 func ProbeVersion(ctx context.Context, path string) (string, error) {
+	return probe(ctx, path, versionPatterns, "")
+}
+
+// ProbeKubeVersion is ProbeVersion for a binary that must be a Kubernetes component, such as a
+// scheduler given with --scheduler-binary: only "Kubernetes vX.Y.Z" is accepted, so an etcd or kwok
+// binary (whose versions ProbeVersion recognises) is refused before a cluster is started with it
+// in the scheduler's place.
+func ProbeKubeVersion(ctx context.Context, path string) (string, error) {
+	return probe(ctx, path, versionPatterns[:1], `not a Kubernetes component (kube-scheduler prints "Kubernetes vX.Y.Z")`)
+}
+
+// probe runs `path --version` and matches its output against patterns. notOurs, when set, is the
+// complaint for output that another of versionPatterns recognises (a real program, just not the
+// kind wanted).
+func probe(ctx context.Context, path string, patterns []*regexp.Regexp, notOurs string) (string, error) {
 	abs, err := checkExecutable(path)
 	if err != nil {
 		return "", fmt.Errorf("probing version: %w", err)
@@ -40,7 +55,7 @@ func ProbeVersion(ctx context.Context, path string) (string, error) {
 	cmd.WaitDelay = 2 * time.Second // a child keeping stdout open must not outlive the timeout by much
 	out, runErr := cmd.CombinedOutput()
 	text := string(out)
-	for _, re := range versionPatterns {
+	for _, re := range patterns {
 		if m := re.FindStringSubmatch(text); m != nil {
 			return "v" + m[1], nil
 		}
@@ -52,7 +67,13 @@ func ProbeVersion(ctx context.Context, path string) (string, error) {
 	if shown == "" {
 		shown = "(no output)"
 	}
+	other := false
+	for _, re := range versionPatterns {
+		other = other || re.MatchString(text)
+	}
 	switch {
+	case notOurs != "" && other && runErr == nil:
+		return "", fmt.Errorf("%s is %s; --version printed: %s", abs, notOurs, shown)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return "", fmt.Errorf("%s --version did not finish in time (limit %s); output: %s", abs, probeTimeout, shown)
 	case runErr != nil:

@@ -39,6 +39,7 @@ type perfRunFlags struct {
 	loadQPS    float32
 	grace      time.Duration
 	deadline   time.Duration
+	faults     []string
 }
 
 func newPerfCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
@@ -72,12 +73,19 @@ also printed as Go benchmark lines, so repeated runs can be compared with benchs
 Built-in objectives (no partial gangs, every pod that fits is bound, PodGroup status never
 regresses) are always judged; --slo adds thresholds from a file ('default' is perf/slo/default.yaml).
 
+--fault injects a fault into every repetition's measured window, e.g. --fault scheduler-kill@50%
+(SIGKILL the kube-scheduler once half the measured pods are created, then start it again). The run
+then also reports the time to recover (fault → first bind after the restart), pod and PodGroup
+counts before and after, and partial gangs after recovery, which must be 0 (built-in objectives).
+Faults need the local provider (the components must be this process's children).
+
 Exit codes: 0 every objective holds; 3 an SLO is violated; 2 usage; 1 harness or cluster error.
 Results are written in every case.`,
 		Example: `  gangbench perf run --scenario smoke --nodes 50
   gangbench perf run --nodes 500 --slo default
   gangbench perf run --scenario perf/scenarios/upstream-1000gangs.yaml --nodes 5000 --param groups=2000
-  gangbench perf run --labels upstream --scheduler-binary ./my-kube-scheduler`,
+  gangbench perf run --labels upstream --scheduler-binary ./my-kube-scheduler
+  gangbench perf run --scenario smoke --nodes 50 --fault scheduler-kill@50% --fault kwok-restart@5s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPerf(cmd, g, &f, stdout, stderr)
@@ -96,6 +104,7 @@ Results are written in every case.`,
 	fs.Float32Var(&f.loadQPS, "load-qps", 0, "the load generator's client QPS and burst (default 5000)")
 	fs.DurationVar(&f.grace, "partial-grace", 0, "how long a partially bound gang may go without a member bound before it counts as a partial placement (default 30s)")
 	fs.DurationVar(&f.deadline, "deadline", 60*time.Minute, "the whole run's deadline")
+	fs.StringArrayVar(&f.faults, "fault", nil, "inject a fault into each repetition (repeatable): "+perf.FaultForms)
 	return cmd
 }
 
@@ -131,6 +140,14 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 	}
 	if len(f.scenarios) > 0 && len(f.labels) > 0 {
 		return usageError{errors.New("--scenario and --labels select scenarios two ways; give one")}
+	}
+	faults, err := perf.ParseFaults(f.faults)
+	if err != nil {
+		return usageError{fmt.Errorf("--fault: %w", err)}
+	}
+	if len(faults) > 0 && f.kubeconfig != "" {
+		// Refused before anything starts: an existing cluster's components are not ours to kill.
+		return usageError{fmt.Errorf("--fault with --kubeconfig: %w", perf.ErrFaultsNeedControl)}
 	}
 	var source perf.ClusterSource
 	if f.kubeconfig != "" {
@@ -185,7 +202,7 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 	run, runErr := perf.Run(ctx, perf.Options{
 		Scenarios: scs, Objectives: objectives, Source: source, RunDir: runDir, ID: id, Started: started,
 		SchedulerBinary: f.cluster.schedulerBin, Workers: f.workers, LoadQPS: f.loadQPS, LoadBurst: int(f.loadQPS),
-		PartialGrace: f.grace, Progress: progress, Log: log,
+		PartialGrace: f.grace, Faults: faults, Progress: progress, Log: log,
 	})
 	progress.Wait()
 	fmt.Fprintln(stdout)

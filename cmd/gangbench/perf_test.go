@@ -30,6 +30,8 @@ func TestPerfUsageErrors(t *testing.T) {
 		{[]string{"run", "--scenario", "smoke", "--labels", "gpu"}, "--scenario and --labels select scenarios two ways; give one"},
 		{[]string{"run", "--scenario", "gpu-gang-64x8", "--nodes", "50"}, "perf/scenarios/gpu-gang-64x8.yaml:19: phases[0].fill: 0.9 of 50 nodes × 8 GPUs (--nodes 50) is 360 GPUs, less than one group (512 GPUs)"},
 		{[]string{"run", "--scenario", "smoke", "--slo", "../../perf/testdata/slo/invalid.yaml"}, "invalid.yaml:6: objectives[0].source: missing"},
+		{[]string{"run", "--scenario", "smoke", "--fault", "scheduler-kil@50%"}, `--fault: fault "scheduler-kil@50%": unknown action "kil" (accepted: kill, restart); want COMPONENT-ACTION@WHEN`},
+		{[]string{"run", "--scenario", "smoke", "--fault", "scheduler-kill@50%", "--kubeconfig", "/dev/null"}, "--fault with --kubeconfig: fault injection needs a provider that can restart components (local)"},
 		{[]string{"report", "--format", "yaml", "../../perf/testdata/runs/default-500"}, `--format "yaml": accepted: text, markdown, json, bench`},
 	} {
 		_, err := execPerf(t, tc.args...)

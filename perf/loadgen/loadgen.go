@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -275,19 +276,31 @@ func addRequests(p *corev1.Pod, ph scenario.Phase) {
 
 // retry retries creates the apiserver refused for load (429, timeouts, 5xx), with a bounded
 // exponential backoff; an object that turns out to exist was created by an earlier attempt whose
-// response was lost.
+// response was lost. A refused or dropped connection is the apiserver being down (a fault
+// injection restarting it): that is waited out for up to unreachableBudget, so the burst resumes
+// when the apiserver is back instead of failing the run.
 func retry(ctx context.Context, create func() error) error {
 	backoff := 50 * time.Millisecond
 	var err error
-	for attempt := 0; attempt <= maxRetries; attempt++ {
+	var downSince time.Time
+	for attempt := 0; ; attempt++ {
 		err = create()
 		switch {
 		case err == nil:
 			return nil
 		case attempt > 0 && apierrors.IsAlreadyExists(err):
 			return nil
+		case unreachable(err):
+			if downSince.IsZero() {
+				downSince = time.Now()
+			}
+			if time.Since(downSince) > unreachableBudget {
+				return fmt.Errorf("the apiserver was unreachable for %s: %w", unreachableBudget, err)
+			}
 		case !retriable(err):
 			return err
+		case attempt >= maxRetries:
+			return fmt.Errorf("gave up after %d attempts: %w", attempt+1, err)
 		}
 		t := time.NewTimer(backoff)
 		select {
@@ -296,12 +309,21 @@ func retry(ctx context.Context, create func() error) error {
 			t.Stop()
 			return errors.Join(err, context.Cause(ctx))
 		}
-		backoff *= 2
+		backoff = min(2*backoff, time.Second)
 	}
-	return fmt.Errorf("gave up after %d attempts: %w", maxRetries+1, err)
 }
+
+// unreachableBudget is how long creates wait for an apiserver that refuses connections. A restart
+// of the local apiserver takes a few seconds; a minute is far beyond it and still fails a run
+// whose apiserver died for good.
+const unreachableBudget = time.Minute
 
 func retriable(err error) bool {
 	return apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
 		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err)
+}
+
+// unreachable reports errors of a connection that was refused or dropped: no API status at all.
+func unreachable(err error) bool {
+	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsHTTP2ConnectionLost(err) || utilnet.IsProbableEOF(err)
 }

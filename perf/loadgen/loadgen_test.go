@@ -3,8 +3,12 @@ package loadgen
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,5 +123,28 @@ func TestRunRetriesAndFails(t *testing.T) {
 	}
 	if n, _ := cs.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{}); len(n.Items) != 0 {
 		t.Error("no pod may be created for a PodGroup that was not")
+	}
+}
+
+// TestRunWaitsForARestartingAPIServer: while a fault restarts the apiserver, creates fail with a
+// refused connection, well beyond the 5 attempts a 429 gets; the burst must resume, not fail.
+func TestRunWaitsForARestartingAPIServer(t *testing.T) {
+	cs := fake.NewClientset()
+	var calls atomic.Int32
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if calls.Add(1) <= maxRetries+2 {
+			return true, nil, refused
+		}
+		return false, nil, nil
+	})
+	g := &Generator{Client: cs, Namespace: "ns", Timeline: measure.NewTimeline(nil)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if st, err := g.Run(ctx, scenario.Phase{Name: "p", Groups: 1, PodsPerGroup: 2, GPUsPerPod: 1, Policy: scenario.Gang, MinCount: 2}); err != nil || st.Pods != 2 {
+		t.Errorf("creates during an apiserver restart: %+v %v", st, err)
+	}
+	if !unreachable(fmt.Errorf("wrapped: %w", refused)) || unreachable(apierrors.NewTooManyRequests("x", 0)) {
+		t.Error("unreachable misclassifies")
 	}
 }

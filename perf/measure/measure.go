@@ -36,6 +36,10 @@ type Env struct {
 	PartialGrace time.Duration
 	// Note records a line for the run's notes (details behind a number: which gang was partial).
 	Note func(format string, args ...any)
+	// Restarted holds the components a fault injection stopped and started again during the
+	// window. The runner fills it after the window and before Gather: a restarted process starts
+	// its counters from zero, so a measurement that diffs its metrics must not report a delta.
+	Restarted map[clusters.Component]bool
 }
 
 func (e *Env) note(format string, args ...any) {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/suites/metrics"
 )
@@ -76,6 +77,12 @@ func (m *schedulerMetrics) Start(ctx context.Context) error {
 
 func (m *schedulerMetrics) Gather(ctx context.Context) ([]results.DataItem, error) {
 	if m.skip {
+		return nil, nil
+	}
+	if m.env.Restarted[clusters.Scheduler] {
+		// Its histograms and counters restarted from zero with the process: the difference of
+		// two scrapes of two processes measures nothing.
+		m.env.note("schedulerMetrics: the scheduler was restarted by a fault during the window; its histograms and counters restarted from zero, so none are reported")
 		return nil, nil
 	}
 	after, err := scrape(ctx, m.env.Cluster.SchedulerMetrics, schedulerFamilies()...)

@@ -435,7 +435,7 @@ func validatePhases(d *strictyaml.Decoder, s *Scenario, pos positions, via strin
 		if ph.GPUsPerPod == 0 && ph.CPU.IsZero() && ph.Memory.IsZero() && !d.Failed(f+".cpu") && !d.Failed(f+".memory") {
 			bad("gpusPerPod", "0 and no cpu or memory: a pod must request something, or it measures nothing a scheduler decides")
 		}
-		if clusterOK && ph.GPUsPerPod > s.Cluster.GPUsPerNode {
+		if !d.Failed("cluster.gpusPerNode") && ph.GPUsPerPod > s.Cluster.GPUsPerNode {
 			bad("gpusPerPod", "%d is more than cluster.gpusPerNode (%d%s): no node can hold such a pod", ph.GPUsPerPod, s.Cluster.GPUsPerNode, via)
 		}
 		if !ph.CPU.IsZero() && ph.CPU.Cmp(nodeCPU) > 0 {
