@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/existing"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/local"
@@ -37,6 +38,7 @@ type e2eFlags struct {
 	scale       float64
 	runtimeCfg  []string
 	deadline    time.Duration
+	safety      existing.SafetyOptions
 }
 
 func newE2ECmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
@@ -74,6 +76,7 @@ Exit codes: 0 every assertion passed; 1 an assertion failed; 2 usage; 4 the harn
 	fs.Float64Var(&f.scale, "timeout-scale", 1, "multiply every wait's timeout (slow machines)")
 	fs.StringSliceVar(&f.runtimeCfg, "runtime-config", nil, "kube-apiserver runtime-config overrides, e.g. scheduling.k8s.io/v1beta1=false")
 	fs.DurationVar(&f.deadline, "deadline", 45*time.Minute, "the whole run's deadline")
+	safetyFlags(fs, &f.safety)
 	cmd.AddCommand(newE2EListCmd(stdout))
 	return cmd
 }
@@ -139,6 +142,11 @@ func runE2E(ctx context.Context, g *globalOpts, f *e2eFlags, stdout, stderr io.W
 	defer cancel()
 	if _, err := suites.Select(suites.All(), f.suites); err != nil {
 		return usageError{err}
+	}
+	if f.kubeconfig != "" {
+		if err := checkKubeconfig(f.kubeconfig, f.safety); err != nil {
+			return err
+		}
 	}
 	root, err := moduleRoot(ctx)
 	if err != nil {
