@@ -54,6 +54,20 @@ test: k8s-build ## Everything CI runs: vet, unit tests, and integration tests on
 	$(GO) vet ./...
 	$(GO) test -short -count=1 ./...
 	$(GO) test -p 1 -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory fuzz
+
+# Every decoder of user input is fuzzed for a short fixed time in `make test` (Go fuzzes one target
+# per command). Seed corpora live in each package's testdata/fuzz.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := FuzzDecodeScenario:./perf/scenario/ FuzzDecodeSLO:./perf/slo/ FuzzParseSLOExpr:./perf/slo/ \
+	FuzzStrictYAML:./perf/internal/strictyaml/ FuzzReadRun:./results/ FuzzReadTimeline:./suites/monitor/
+
+.PHONY: fuzz
+fuzz: ## Fuzz every decoder for FUZZTIME each (default 10s)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t%%:*} ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 1s $${t#*:}; \
+	done
 
 .PHONY: test-short
 test-short: ## Fast hermetic tests only (no cluster)
