@@ -277,7 +277,7 @@ func minorOf(v string) int {
 func (f *compareFlags) reportComparison(runDir string, stdout io.Writer) error {
 	var sides [2]compare.Side
 	for i, s := range []*compareSide{&f.old, &f.new} {
-		sides[i] = compare.Side{Label: s.describe(), Runs: slices.Concat(s.e2eRuns, s.perfRuns)}
+		sides[i] = compare.Side{Label: s.describe(), Runs: slices.Concat(s.e2eRuns, schedulerFigures(s.perfRuns))}
 		s.timeline, s.latencies = plotData(s.perfDirs)
 	}
 	rep, err := compare.Compare(sides[0], sides[1], compare.Options{Alpha: f.alpha, MinEffect: f.minEffect})
@@ -329,6 +329,21 @@ func (f *compareFlags) reportComparison(runDir string, stdout io.Writer) error {
 		return codedError{errors.New("the new scheduler regressed (see above)"), exitRegression}
 	}
 	return nil
+}
+
+// schedulerFigures drops the data items that describe the harness, not the scheduler (the load
+// generator's achieved rate, harness diagnostics): a "regression" there says nothing about the
+// scheduler, and every extra metric is one more chance of a false positive at the chosen alpha.
+func schedulerFigures(runs []*results.Run) []*results.Run {
+	out := make([]*results.Run, 0, len(runs))
+	for _, r := range runs {
+		c := *r
+		c.DataItems = slices.DeleteFunc(slices.Clone(r.DataItems), func(d results.DataItem) bool {
+			return d.Name == measure.ItemCreationRate || d.Name == perf.ItemHarness
+		})
+		out = append(out, &c)
+	}
+	return out
 }
 
 // plotData reads the bind timelines of a side's perf runs: the binding-rate timeline of its first
