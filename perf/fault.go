@@ -181,8 +181,8 @@ type faultState struct {
 	fire      chan struct{}
 	fireOnce  sync.Once
 	// Written by the fault's goroutine, read after faultRun.wait.
-	injected     bool
-	at, ready    time.Time
+	injected  bool
+	at, ready time.Time
 	createdAt int64
 	boundAt   int // measured pods bound when the component was back
 	err       error

@@ -105,9 +105,11 @@ func (f *fakeControl) record(op string, c clusters.Component) error {
 	return nil
 }
 
-func (f *fakeControl) Stop(_ context.Context, c clusters.Component) error  { return f.record("stop", c) }
-func (f *fakeControl) Kill(_ context.Context, c clusters.Component) error  { return f.record("kill", c) }
-func (f *fakeControl) Start(_ context.Context, c clusters.Component) error { return f.record("start", c) }
+func (f *fakeControl) Stop(_ context.Context, c clusters.Component) error { return f.record("stop", c) }
+func (f *fakeControl) Kill(_ context.Context, c clusters.Component) error { return f.record("kill", c) }
+func (f *fakeControl) Start(_ context.Context, c clusters.Component) error {
+	return f.record("start", c)
+}
 func (f *fakeControl) Restart(ctx context.Context, c clusters.Component) error {
 	if err := f.Stop(ctx, c); err != nil {
 		return err

@@ -644,6 +644,9 @@ func creationItem(created []loadgen.Stats, items []results.DataItem) results.Dat
 
 // checkLoad notes when the load generator may have been the bottleneck.
 func (r *runner) checkLoad(sc *scenario.Scenario, rep int, created []loadgen.Stats, items []results.DataItem) {
+	if len(r.o.Faults) > 0 {
+		return // a fault stalls creation and binding alike on purpose: the ratio says nothing
+	}
 	for _, ph := range sc.Phases {
 		if !ph.Prefill && ph.GroupsPerSecond > 0 {
 			return // paced arrival: creation is slow on purpose

@@ -13,5 +13,6 @@ func All() []Feature {
 		statusFeatures(),
 		validationFeatures(),
 		observabilityFeatures(),
+		faultFeatures(),
 	)
 }

@@ -70,28 +70,40 @@ func runMain(m *testing.M) int {
 		}
 		spec.ComponentFeatureGates = map[clusters.Component]map[string]bool{clusters.Scheduler: gates}
 	}
+	// Ctrl-C (or `gangbench e2e` being interrupted) must not leave a cluster behind: tear it down and
+	// exit. A second signal exits at once; Pdeathsig then takes the components with us. The handler
+	// is installed before the cluster is created: a signal during the create used to kill the
+	// binary outright, leaving the cluster's state directory behind. Now it cancels the create,
+	// which tears down what it had started.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	started := make(chan *suites.Harness, 1) // the harness, or nil when Start failed
+	go func() {
+		<-sigs
+		// Whoever reads our output (go tool test2json, gangbench e2e) may be gone already, e.g.
+		// after a second Ctrl-C; a write to a closed stdout or stderr would then kill this process
+		// with SIGPIPE halfway through the teardown.
+		signal.Ignore(syscall.SIGPIPE)
+		fmt.Fprintln(os.Stderr, "gangbench suites: interrupted, deleting the cluster")
+		go func() { <-sigs; os.Exit(130) }()
+		cancel()
+		if h := <-started; h != nil {
+			_, _, _ = h.Finish()
+			_ = h.Close(context.Background())
+		}
+		os.Exit(130)
+	}()
 	h, err := suites.Start(ctx, suites.Options{
 		Provider: *provider, KindOptions: []kind.Option{kind.WithWorkers(*workers), kind.WithNodeImage(*nodeImage), kind.WithSchedulerImage(*schedulerImage)},
 		Kubeconfig: *kubeconfig, Spec: spec, Binaries: k8sbin.Options{KubeBinDir: *kubeBinDir, SchedulerBinary: *schedulerBin},
 		RunDir: *runDir, KeepCluster: *keepCluster, Scale: *scale, Log: os.Stderr,
 	})
+	started <- h
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "gangbench suites: %v\n", err)
 		return 1
 	}
 	harness = h
-	// Ctrl-C (or `gangbench e2e` being interrupted) must not leave a cluster behind: tear it down and
-	// exit. A second signal exits at once; Pdeathsig then takes the components with us.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sigs
-		fmt.Fprintln(os.Stderr, "gangbench suites: interrupted, deleting the cluster")
-		go func() { <-sigs; os.Exit(130) }()
-		_, _, _ = h.Finish()
-		_ = h.Close(context.Background())
-		os.Exit(130)
-	}()
 	code := m.Run()
 	violations, known, err := h.Finish()
 	if err != nil {
@@ -133,3 +145,4 @@ func TestPreemption(t *testing.T)    { run(t, "preemption") }
 func TestStatus(t *testing.T)        { run(t, "status") }
 func TestValidation(t *testing.T)    { run(t, "validation") }
 func TestObservability(t *testing.T) { run(t, "observability") }
+func TestFaults(t *testing.T)        { run(t, "faults") }

@@ -263,7 +263,7 @@ func (h *Harness) Collect(ctx context.Context, lane *Lane, dir string) error {
 
 // SuiteNames lists the suites in run order.
 func SuiteNames() []string {
-	return []string{"experiments", "barriers", "mincount", "preemption", "status", "validation", "observability"}
+	return []string{"experiments", "barriers", "mincount", "preemption", "status", "validation", "observability", "faults"}
 }
 
 // TestFunc is the Go test that runs a suite (suites/conformance_test.go), for -test.run filters.
@@ -271,7 +271,7 @@ func TestFunc(suite string) string {
 	return map[string]string{
 		"experiments": "TestExperiments", "barriers": "TestBarriers", "mincount": "TestMinCount",
 		"preemption": "TestPreemption", "status": "TestStatus", "validation": "TestValidation",
-		"observability": "TestObservability",
+		"observability": "TestObservability", "faults": "TestFaults",
 	}[suite]
 }
 

@@ -110,9 +110,14 @@ func componentArgs(c clusters.Component, l layout, spec clusters.Spec) ([]string
 			// The "kubernetes" Service endpoint reconciler refuses a loopback advertise address, and
 			// nothing in a local cluster reaches the apiserver through that Service.
 			"endpoint-reconciler-type": "none",
-			"profiling":                "false",
-			"feature-gates":            renderGates(featureGatesFor(spec, c)),
-			"runtime-config":           renderMap(rc),
+			// On SIGTERM, drain in-flight requests (answering 429 Retry-After meanwhile) and then
+			// give the HTTP server 2 s. The default waits up to --request-timeout (60 s) for the
+			// scheduler's, controller-manager's and kwok's open watches, which never end, so a
+			// restart (fault injection) took the 15 s stop grace and ended in SIGKILL anyway.
+			"shutdown-send-retry-after": "true",
+			"profiling":                 "false",
+			"feature-gates":             renderGates(featureGatesFor(spec, c)),
+			"runtime-config":            renderMap(rc),
 		}
 	case clusters.ControllerManager:
 		kc := l.kubeconfig("controller-manager")

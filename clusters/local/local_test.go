@@ -66,6 +66,11 @@ func TestComponentArgs(t *testing.T) {
 			notWant: []string{"--leader-elect=false"},
 		},
 		{
+			name: "apiserver stops in seconds on SIGTERM despite open watches",
+			c:    clusters.APIServer,
+			want: []string{"--shutdown-send-retry-after=true"},
+		},
+		{
 			name: "etcd on loopback without fsync",
 			c:    clusters.Etcd,
 			want: []string{"--listen-client-urls=http://127.0.0.1:1", "--initial-cluster=gangbench=http://127.0.0.1:2", "--data-dir=/s/etcd-data", "--unsafe-no-fsync=true"},

@@ -168,6 +168,8 @@ func runE2E(ctx context.Context, g *globalOpts, f *e2eFlags, stdout, stderr io.W
 	fmt.Fprintf(stdout, "\nresults: %s (run.json, junit.xml, summary.md, suites.log)\n", runDir)
 	s := r.Summary()
 	switch {
+	case r.Interrupted:
+		return codedError{fmt.Errorf("interrupted (%v) after %d assertion(s); partial results in %s", context.Cause(ctx), s.Total, runDir), exitFailures}
 	case s.Errors > 0 && s.Passed == 0 && s.Failed == 0:
 		return codedError{fmt.Errorf("the suites could not run; see %s", logPath), 4}
 	case !s.OK() || r.Interrupted:
@@ -196,20 +198,51 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 	if f.kubeconfig == "" {
 		provider = f.cluster.resolveProvider(ctx, stderr)
 	}
+	// An interrupt while building still leaves a run record, marked interrupted, like one during
+	// the suites: a run directory without run.json reads as a crash.
+	interruptedEarly := func() (*results.Run, string, error) {
+		r := &results.Run{ID: id, Command: "e2e", Started: started, Finished: time.Now(), Interrupted: true}
+		r.Environment = environmentOf(runDir, f, spec)
+		if err := writeRunFiles(runDir, r); err != nil {
+			return r, "", codedError{err, 4}
+		}
+		return r, "", nil
+	}
 	if f.kubeconfig == "" && provider == local.ProviderName {
 		if err := local.Validate(spec); err != nil {
 			return nil, "", usageError{err}
 		}
 		// Built here, with progress on the terminal, rather than silently inside the test binary.
 		if _, err := k8sbin.Ensure(ctx, spec.KubernetesVersion, f.cluster.binOptions(stderr)); err != nil {
+			if ctx.Err() != nil {
+				return interruptedEarly()
+			}
 			return nil, "", codedError{err, 4}
 		}
 	}
 	bin := filepath.Join(root, "_output", "bin", "suites.test")
 	fmt.Fprintln(stderr, "compiling the suites …")
+	// An interrupted go command leaves its $GOTMPDIR/go-build* work directory behind, whether
+	// killed or interrupted (golang/go#25808): every Ctrl-C during this build, or while `go tool`
+	// started test2json below, left one in /tmp. So both get a work directory of ours, removed
+	// whatever happens.
+	work, err := os.MkdirTemp("", "gangbench-build-")
+	if err != nil {
+		return nil, "", codedError{err, 4}
+	}
+	defer os.RemoveAll(work)
 	build := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, "./suites")
 	build.Dir = root
+	build.Env = append(os.Environ(), "GOTMPDIR="+work)
+	// Its own process group, killed as a whole on Ctrl-C: the compilers and the linker would
+	// otherwise outlive the go command and keep writing into the directory being removed.
+	build.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	build.Cancel = func() error { return syscall.Kill(-build.Process.Pid, syscall.SIGKILL) }
+	build.WaitDelay = 10 * time.Second
 	if out, err := build.CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			return interruptedEarly()
+		}
 		return nil, "", codedError{fmt.Errorf("compile suites: %w\n%s", err, out), 4}
 	}
 
@@ -267,6 +300,7 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 	// killing it outright would leave that to Pdeathsig and the stale-state cleanup.
 	run := exec.Command("go", args...)
 	run.Dir = filepath.Join(root, "suites")
+	run.Env = build.Env
 	run.Stderr = io.MultiWriter(logf, prefixWriter{w: stderr})
 	pipe, err := run.StdoutPipe()
 	if err != nil {

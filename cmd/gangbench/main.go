@@ -30,17 +30,30 @@ func main() {
 
 // run is main without os.Exit, so the CLI can be tested.
 func run(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	// A second Ctrl-C forces: the first one cancels ctx and teardown begins; if teardown hangs the user
-	// must not be stuck. Children die with us through Pdeathsig.
+	// must not be stuck. Children die with us through Pdeathsig. One channel, registered before
+	// anything runs and buffered for both signals, sees them in order: registering a second channel
+	// only after the first signal lost a second Ctrl-C that came before the registration.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	done := make(chan struct{})
+	defer close(done)
 	go func() {
-		<-ctx.Done()
-		c := make(chan os.Signal, 1)
-		signal.Notify(c, os.Interrupt, syscall.SIGTERM)
-		<-c
-		fmt.Fprintln(stderr, "gangbench: second interrupt, exiting without cleanup")
-		os.Exit(130)
+		select {
+		case sig := <-sigs:
+			cancel(fmt.Errorf("interrupted by %v", sig))
+		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+			fmt.Fprintln(stderr, "gangbench: second interrupt, exiting without cleanup")
+			os.Exit(130)
+		case <-done:
+		}
 	}()
 
 	root := newRootCmd(stdout, stderr)

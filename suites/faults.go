@@ -1,0 +1,619 @@
+package suites
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/perf/measure"
+	"github.com/gangbench/gangbench/scenarios"
+	"github.com/gangbench/gangbench/suites/monitor"
+)
+
+// The faults suite breaks the control plane while gangs are being placed (issue 7): SIGKILL of the
+// kube-scheduler in the middle of a burst, a restart of the kube-apiserver, a restart of the kwok
+// controller that plays every kubelet. After each, a correct cluster binds again, places no gang
+// partially, keeps every PodGroup's status monotonic and loses no object. Every feature is serial
+// (a restart stalls every other test) and needs a provider that can restart components.
+
+const fltRef = "issue 7 (faults under load); gang-semantics §3.4, §4"
+
+// fltPartialGrace is how long a gang may sit between 0 and minCount bound members, in the pod
+// watch's timeline, before it counts as partially placed. A scheduler binds a gang's members one
+// API call after another, milliseconds apart; seconds without progress is a stuck gang.
+const fltPartialGrace = 5 * time.Second
+
+// fltWatch records what a fault feature needs across its steps: the lane's binds (a pod watch into
+// a perf/measure timeline, so the perf run and the suite judge partial placement with the same
+// code) and every PodGroup condition transition. Both are informers, which re-list and re-watch
+// by themselves after an apiserver restart.
+type fltWatch struct {
+	tl   *measure.Timeline
+	rec  *measure.Recorder
+	mon  *monitor.Monitor
+	once sync.Once
+
+	// Set by the fault step, read by the later ones.
+	faultAt, readyAt time.Time
+	recovered        time.Time
+	podsBefore       []string
+	groupsBefore     []string
+}
+
+func fltStart(ctx context.Context, t *testing.T, l *Lane) *fltWatch {
+	t.Helper()
+	w := &fltWatch{tl: measure.NewTimeline(nil)}
+	sctx, cancel := context.WithTimeout(ctx, l.env.d(30*time.Second))
+	defer cancel()
+	w.rec = measure.NewRecorder(l.Client, l.Name, w.tl)
+	if err := w.rec.Start(sctx); err != nil {
+		t.Fatalf("pod watch: %v", err)
+	}
+	w.mon = monitor.New(l.Client, monitor.Options{})
+	if err := w.mon.Start(sctx); err != nil {
+		w.rec.Stop()
+		t.Fatalf("PodGroup status monitor: %v", err)
+	}
+	return w
+}
+
+// stop ends both watches; safe to call from any step, more than once.
+func (w *fltWatch) stop() {
+	if w == nil {
+		return
+	}
+	w.once.Do(func() {
+		w.rec.Stop()
+		w.mon.Stop()
+	})
+}
+
+// require skips a step whose fault step did not get as far as the fault.
+func (w *fltWatch) require(t *testing.T) {
+	t.Helper()
+	if w == nil || w.readyAt.IsZero() {
+		t.Skip("needs the fault the first step injects, which did not happen")
+	}
+}
+
+// createGangs creates gangs of n members × gpus with minCount n, each PodGroup before its pods, and
+// records the groups in the timeline so the partial-placement check knows their quorum.
+func (w *fltWatch) createGangs(ctx context.Context, t *testing.T, l *Lane, n int, gpus int64, groups ...string) {
+	t.Helper()
+	for _, g := range groups {
+		l.CreatePodGroup(ctx, t, scenarios.Group{Name: g, MinCount: int32(n)})
+		w.tl.Add(measure.Event{Time: time.Now(), Kind: measure.PodGroupCreated, Group: g, MinCount: n, Policy: "gang", DisruptionMode: "single"})
+		l.CreatePods(ctx, t, Members(g, n, gpus)...)
+	}
+}
+
+// fltNames lists the lane's pods (canaries excluded: they come and go on purpose) and PodGroups.
+func fltNames(ctx context.Context, l *Lane) (pods, groups []string, err error) {
+	ps, err := l.Pods(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, p := range ps {
+		if !strings.HasPrefix(p.Name, "canary-") {
+			pods = append(pods, p.Name)
+		}
+	}
+	gs, err := l.Client.SchedulingV1beta1().PodGroups(l.Name).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, g := range gs.Items {
+		groups = append(groups, g.Name)
+	}
+	slices.Sort(pods)
+	slices.Sort(groups)
+	return pods, groups, nil
+}
+
+// snapshotBefore records the lane's objects just before a fault.
+func (w *fltWatch) snapshotBefore(ctx context.Context, t *testing.T, l *Lane) {
+	t.Helper()
+	var err error
+	if w.podsBefore, w.groupsBefore, err = fltNames(ctx, l); err != nil {
+		t.Fatalf("list the lane before the fault: %v", err)
+	}
+}
+
+// inject breaks the component (kill: SIGKILL; otherwise SIGTERM), runs down (may be nil) while it
+// is down, and starts it again, recording when.
+func (w *fltWatch) inject(ctx context.Context, t *testing.T, l *Lane, c clusters.Component, kill bool, down func()) {
+	t.Helper()
+	ctl := l.env.Cluster.Control
+	rctx, cancel := context.WithTimeout(ctx, l.env.d(2*time.Minute))
+	defer cancel()
+	w.faultAt = time.Now()
+	op, err := "SIGTERM", ctl.Stop(rctx, c)
+	if kill {
+		op, err = "SIGKILL", ctl.Kill(rctx, c)
+	}
+	if err != nil {
+		t.Fatalf("%s %s: %v", op, c, err)
+	}
+	if down != nil {
+		down()
+	}
+	if err := ctl.Start(rctx, c); err != nil {
+		t.Fatalf("start %s again after %s: %v", c, op, err)
+	}
+	w.readyAt = time.Now()
+	t.Logf("%s after %s: back (healthy) %s after the fault", c, op, w.readyAt.Sub(w.faultAt).Round(time.Millisecond))
+}
+
+// waitRecovered waits for the first bind the pod watch sees after the component was back and logs
+// the time from the fault to it: the recovery time issue 7 asks for.
+func (w *fltWatch) waitRecovered(ctx context.Context, t *testing.T, l *Lane, what string) {
+	t.Helper()
+	Eventually(ctx, t, l.env.d(90*time.Second), "a pod bound after "+what, func(context.Context) (bool, string, error) {
+		first, ok := measure.FirstBindAfter(w.tl.Events(), w.readyAt)
+		if !ok {
+			return false, fmt.Sprintf("%d pods bound in the lane, none after %s", len(w.binds()), w.readyAt.Format("15:04:05.000")), nil
+		}
+		w.recovered = first.Time
+		return true, "", nil
+	})
+	t.Logf("first bind after the fault: %s", w.recovered.Sub(w.faultAt).Round(time.Millisecond))
+	t.Logf("measurement recoverySeconds=%.3f", w.recovered.Sub(w.faultAt).Seconds())
+}
+
+func (w *fltWatch) binds() []measure.Event {
+	var out []measure.Event
+	for _, e := range w.tl.Events() {
+		if e.Kind == measure.PodBound {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// waitGangs waits until exactly `whole` of the groups have all n members bound and the others
+// none, with every gang's condition True/Scheduled for the bound ones. It returns the bound groups.
+func fltWaitGangs(ctx context.Context, t *testing.T, l *Lane, n, whole int, groups []string) []string {
+	t.Helper()
+	var bound []string
+	Eventually(ctx, t, l.env.d(90*time.Second), fmt.Sprintf("%d of gangs %v bound whole (%d members each), the rest not at all", whole, groups, n), func(ctx context.Context) (bool, string, error) {
+		o, err := l.Observe(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		bound = bound[:0]
+		for _, g := range groups {
+			switch o.Bound(g) {
+			case n:
+				bound = append(bound, g)
+			case 0:
+			default:
+				return false, o.String(), nil
+			}
+		}
+		return len(bound) == whole, o.String(), nil
+	})
+	return bound
+}
+
+// checkNoPartial is the partial-placement invariant on the lane: no gang below minCount for longer
+// than the grace at any moment after recovered (the pod watch's timeline), and no gang with
+// 0 < bound < minCount now and for a short window, followed by a canary proving the scheduler was
+// alive to place anything.
+func (w *fltWatch) checkNoPartial(ctx context.Context, t *testing.T, l *Lane, n int, groups []string) {
+	t.Helper()
+	Consistently(ctx, t, l.env.d(3*time.Second), "no gang partially bound", func(ctx context.Context) (bool, string, error) {
+		o, err := l.Observe(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		for _, g := range groups {
+			if b := o.Bound(g); b > 0 && b < n {
+				return false, fmt.Sprintf("gang %s has %d of minCount %d bound: %s", g, b, n, o), nil
+			}
+		}
+		return true, "", nil
+	})
+	l.Canary(ctx, t)
+	for _, p := range measure.PartialAfter(w.tl.Events(), l.env.d(fltPartialGrace), w.recovered) {
+		t.Errorf("partial placement after recovery (pod watch timeline): %s", p)
+	}
+}
+
+// checkMonotonic checks the lane's PodGroups never left True, as the status monitor saw them
+// across the fault, and that the monitor was watching (a blind monitor proves nothing).
+func (w *fltWatch) checkMonotonic(ctx context.Context, t *testing.T, l *Lane, trueGroups []string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, tr := range w.mon.Transitions() {
+		if tr.Namespace == l.Name {
+			seen[tr.Name] = true
+		}
+	}
+	for _, g := range trueGroups {
+		if !seen[g] {
+			t.Errorf("the status monitor never saw PodGroup %s: its watch did not survive the fault", g)
+		}
+		l.WaitCondition(ctx, t, l.env.d(30*time.Second), g, metav1.ConditionTrue, "Scheduled")
+	}
+	for _, v := range w.mon.Violations() {
+		if v.Namespace == l.Name {
+			t.Errorf("PodGroup status regression across the fault: %v", v)
+		}
+	}
+	st := w.mon.Stats()
+	t.Logf("status monitor: %d PodGroups, %d transitions, %d watch errors (re-listed)", st.PodGroups, st.Transitions, st.WatchErrors)
+}
+
+// checkNothingLost compares the lane's objects with those before the fault plus those created
+// since (expected), by name.
+func (w *fltWatch) checkNothingLost(ctx context.Context, t *testing.T, l *Lane, createdPods, createdGroups []string) {
+	t.Helper()
+	pods, groups, err := fltNames(ctx, l)
+	if err != nil {
+		t.Fatalf("list the lane after recovery: %v", err)
+	}
+	wantPods := fltUnion(w.podsBefore, createdPods)
+	wantGroups := fltUnion(w.groupsBefore, createdGroups)
+	t.Logf("pods: %d before the fault, %d created after, %d now; PodGroups: %d before, %d created after, %d now",
+		len(w.podsBefore), len(createdPods), len(pods), len(w.groupsBefore), len(createdGroups), len(groups))
+	if missing := fltMissing(wantPods, pods); len(missing) > 0 {
+		t.Errorf("pods lost across the fault: %v", missing)
+	}
+	if missing := fltMissing(wantGroups, groups); len(missing) > 0 {
+		t.Errorf("PodGroups lost across the fault: %v", missing)
+	}
+	if len(pods) != len(wantPods) || len(groups) != len(wantGroups) {
+		t.Errorf("counts: %d pods and %d PodGroups, want %d and %d", len(pods), len(groups), len(wantPods), len(wantGroups))
+	}
+}
+
+func fltUnion(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func fltMissing(want, have []string) []string {
+	var out []string
+	for _, n := range want {
+		if !slices.Contains(have, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func fltPodNames(n int, groups ...string) []string {
+	var out []string
+	for _, g := range groups {
+		for _, m := range Members(g, n, 0) {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+func faultFeatures() []Feature {
+	return []Feature{fltSchedulerKill(), fltAPIServerRestart(), fltKwokRestart()}
+}
+
+// fltSchedulerKill: 6 gangs of 4 × 2 GPUs on 32 GPUs, so 4 fit; the scheduler is killed with
+// SIGKILL once the third gang's pods are created, the burst goes on while it is dead, and it is
+// started again after the sixth gang's pods.
+func fltSchedulerKill() Feature {
+	const n, gpus = 4, 2
+	first, second := []string{"gang-a", "gang-b", "gang-c"}, []string{"gang-d", "gang-e", "gang-f"}
+	all := slices.Concat(first, second)
+	var w *fltWatch
+	var bound []string
+	return Feature{
+		Suite: "faults", Name: "scheduler kill -9 in the middle of a burst of gangs", Lane: LaneSpec{Nodes: 4, GPUsPerNode: 8},
+		Serial: true, NeedsControl: true,
+		Steps: []Step{
+			{A: Assertion{ID: "FLT-01", Statement: "after SIGKILL of the kube-scheduler halfway through a burst of gangs (the burst going on while it is down) and a restart, the scheduler binds again (time from the kill to the first bind after the restart is measured)", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					w = fltStart(ctx, t, l)
+					t.Cleanup(func() {
+						if t.Failed() {
+							w.stop() // later steps skip; nothing else would stop the watches
+						}
+					})
+					w.createGangs(ctx, t, l, n, gpus, first...)
+					w.snapshotBefore(ctx, t, l)
+					// No wait: the kill lands while the first gangs are being scheduled and bound.
+					w.inject(ctx, t, l, clusters.Scheduler, true, func() {
+						w.createGangs(ctx, t, l, n, gpus, second...)
+					})
+					w.waitRecovered(ctx, t, l, "the scheduler was restarted")
+				}},
+			{A: Assertion{ID: "FLT-02", Statement: "after the scheduler's recovery every gang that fits is bound whole: 4 of 6 gangs with all 4 members (32 of 32 GPUs), the other 2 with none", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					w.require(t)
+					bound = fltWaitGangs(ctx, t, l, n, 4, all)
+					t.Logf("bound gangs: %v", bound)
+				}},
+			{A: Assertion{ID: "FLT-03", Statement: "no gang is partially placed below minCount at any time after the scheduler's recovery", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					w.require(t)
+					w.checkNoPartial(ctx, t, l, n, all)
+				}},
+			{A: Assertion{ID: "FLT-04", Statement: "PodGroup status stays monotonic across the kill: no PodGroupInitiallyScheduled leaves True, and the bound gangs are True/Scheduled", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					w.require(t)
+					w.checkMonotonic(ctx, t, l, bound)
+				}},
+			{A: Assertion{ID: "FLT-05", Statement: "nothing is lost across the scheduler kill: the pods and PodGroups after recovery are those before it plus those created since", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					defer w.stop()
+					w.require(t)
+					w.checkNothingLost(ctx, t, l, fltPodNames(n, second...), second)
+				}},
+		},
+	}
+}
+
+// fltAPIServerRestart: 2 gangs of 2 × 2 GPUs bound on 16 GPUs, a graceful apiserver restart, then
+// 2 more gangs that fill the lane. The scheduler's watches must come back to see them.
+func fltAPIServerRestart() Feature {
+	const n, gpus = 2, 2
+	first, second := []string{"gang-a", "gang-b"}, []string{"gang-c", "gang-d"}
+	all := slices.Concat(first, second)
+	var w *fltWatch
+	before := map[string]*metav1.Condition{}
+	return Feature{
+		Suite: "faults", Name: "apiserver restart between two bursts of gangs", Lane: LaneSpec{Nodes: 2, GPUsPerNode: 8},
+		Serial: true, NeedsControl: true,
+		Steps: []Step{
+			{A: Assertion{ID: "FLT-06", Statement: "after a kube-apiserver restart (SIGTERM, start) the scheduler binds gangs created afterwards (time from the restart to the first bind after it is measured)", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					w = fltStart(ctx, t, l)
+					t.Cleanup(func() {
+						if t.Failed() {
+							w.stop()
+						}
+					})
+					w.createGangs(ctx, t, l, n, gpus, first...)
+					fltWaitGangs(ctx, t, l, n, len(first), first)
+					for _, g := range first {
+						before[g] = l.WaitCondition(ctx, t, l.env.d(30*time.Second), g, metav1.ConditionTrue, "Scheduled")
+					}
+					w.snapshotBefore(ctx, t, l)
+					w.inject(ctx, t, l, clusters.APIServer, false, nil)
+					w.createGangs(ctx, t, l, n, gpus, second...)
+					w.waitRecovered(ctx, t, l, "the apiserver was restarted")
+				}},
+			{A: Assertion{ID: "FLT-07", Statement: "after the apiserver restart every gang that fits is bound whole (4 of 4 gangs) and none is partially placed at any time after recovery", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					w.require(t)
+					fltWaitGangs(ctx, t, l, n, len(all), all)
+					w.checkNoPartial(ctx, t, l, n, all)
+				}},
+			{A: Assertion{ID: "FLT-08", Statement: "PodGroup status stays monotonic across the apiserver restart: conditions True before it keep their lastTransitionTime, and none leaves True", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					w.require(t)
+					w.checkMonotonic(ctx, t, l, all)
+					for g, c := range before {
+						pg, err := l.PodGroup(ctx, g)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if now := GroupCondition(pg); now == nil || now.Status != metav1.ConditionTrue || !now.LastTransitionTime.Equal(&c.LastTransitionTime) {
+							t.Errorf("PodGroup %s: condition %s after the restart, was %s", g, describeCondition(now), describeCondition(c))
+						}
+					}
+				}},
+			{A: Assertion{ID: "FLT-09", Statement: "nothing is lost across the apiserver restart: the pods and PodGroups after it are those before it plus those created since", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					defer w.stop()
+					w.require(t)
+					w.checkNothingLost(ctx, t, l, fltPodNames(n, second...), second)
+				}},
+		},
+	}
+}
+
+// fltPodsRunning returns the named pods' node, phase and UID, and whether all are Running.
+func fltPodsRunning(ctx context.Context, l *Lane, names []string) (map[string]corev1.Pod, bool, string, error) {
+	ps, err := l.Pods(ctx)
+	if err != nil {
+		return nil, false, "", err
+	}
+	got := map[string]corev1.Pod{}
+	for _, p := range ps {
+		if slices.Contains(names, p.Name) {
+			got[p.Name] = p
+		}
+	}
+	var states []string
+	all := len(got) == len(names)
+	for _, n := range names {
+		p, ok := got[n]
+		if !ok {
+			states = append(states, n+": missing")
+			continue
+		}
+		states = append(states, fmt.Sprintf("%s: %s on %q", n, p.Status.Phase, p.Spec.NodeName))
+		if p.Status.Phase != corev1.PodRunning {
+			all = false
+		}
+	}
+	return got, all, strings.Join(states, ", "), nil
+}
+
+// fltNodesReady reports whether every lane node is Ready.
+func fltNodesReady(ctx context.Context, l *Lane) (bool, string, error) {
+	var bad []string
+	for _, n := range l.Nodes {
+		node, err := l.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		ready := false
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				ready = c.Status == corev1.ConditionTrue
+			}
+		}
+		if !ready || node.Spec.Unschedulable {
+			bad = append(bad, n)
+		}
+	}
+	return len(bad) == 0, fmt.Sprintf("not Ready: %v", bad), nil
+}
+
+// fltReadiness samples the lane's node readiness in the background, so a NotReady blip while
+// kwok is down is seen even if it is over by the time a step looks.
+type fltReadiness struct {
+	stopCh   chan struct{}
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	notReady []string
+	samples  int
+}
+
+func fltSampleReadiness(ctx context.Context, l *Lane) *fltReadiness {
+	r := &fltReadiness{stopCh: make(chan struct{})}
+	r.wg.Go(func() {
+		tick := time.NewTicker(pollInterval)
+		defer tick.Stop()
+		for {
+			ok, state, err := fltNodesReady(ctx, l)
+			r.mu.Lock()
+			if err == nil {
+				r.samples++
+				if !ok {
+					r.notReady = append(r.notReady, time.Now().Format("15:04:05.000")+" "+state)
+				}
+			}
+			r.mu.Unlock()
+			select {
+			case <-r.stopCh:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	return r
+}
+
+// stop ends the sampling and returns the NotReady observations and the number of samples.
+func (r *fltReadiness) stop() ([]string, int) {
+	if r == nil {
+		return nil, 0
+	}
+	select {
+	case <-r.stopCh:
+	default:
+		close(r.stopCh)
+	}
+	r.wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.notReady), r.samples
+}
+
+// fltKwokRestart: kwok plays every kubelet; a restart must not make nodes NotReady, pods lose
+// their Running state or be recreated, or new pods stay Pending.
+func fltKwokRestart() Feature {
+	const n, gpus = 2, 4
+	first, second := "gang-a", "gang-b"
+	var w *fltWatch
+	var running map[string]corev1.Pod
+	var sampler *fltReadiness
+	return Feature{
+		Suite: "faults", Name: "kwok controller restart with gangs running", Lane: LaneSpec{Nodes: 2, GPUsPerNode: 8},
+		Serial: true, NeedsControl: true,
+		Steps: []Step{
+			{A: Assertion{ID: "FLT-10", Statement: "after a restart of the kwok controller (the simulated kubelets) a gang created afterwards is bound whole and its pods become Running (time from the restart to those pods Running is measured)", Ref: "issue 7 (faults under load)"},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					w = fltStart(ctx, t, l)
+					t.Cleanup(func() {
+						if t.Failed() {
+							w.stop()
+							sampler.stop()
+						}
+					})
+					w.createGangs(ctx, t, l, n, gpus, first)
+					names := fltPodNames(n, first)
+					Eventually(ctx, t, l.env.d(60*time.Second), fmt.Sprintf("pods %v Running", names), func(ctx context.Context) (bool, string, error) {
+						got, ok, state, err := fltPodsRunning(ctx, l, names)
+						running = got
+						return ok, state, err
+					})
+					w.snapshotBefore(ctx, t, l)
+					// Readiness is sampled while kwok is down and comes back, not only after.
+					sampler = fltSampleReadiness(ctx, l)
+					w.inject(ctx, t, l, clusters.Kwok, false, nil)
+					w.createGangs(ctx, t, l, n, gpus, second)
+					names = fltPodNames(n, second)
+					// kwok v0.8.0 renews node leases under a per-process identity: a new process
+					// cannot take a node's lease until the old one's expires (nodeLeaseDurationSeconds,
+					// 40 s), and until then it does not run that node's pods. So new pods become Running
+					// about 40 s after a kwok restart, while the scheduler binds them at once.
+					Eventually(ctx, t, l.env.d(90*time.Second), fmt.Sprintf("pods %v Running", names), func(ctx context.Context) (bool, string, error) {
+						_, ok, state, err := fltPodsRunning(ctx, l, names)
+						return ok, state, err
+					})
+					w.recovered = time.Now()
+					t.Logf("measurement recoverySeconds=%.3f", w.recovered.Sub(w.faultAt).Seconds())
+					fltWaitGangs(ctx, t, l, n, 2, []string{first, second})
+				}},
+			{A: Assertion{ID: "FLT-11", Statement: "the lane's nodes stay Ready and schedulable through the kwok restart and after it", Ref: "issue 7 (faults under load)"},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					w.require(t)
+					Consistently(ctx, t, l.env.d(5*time.Second), "lane nodes Ready after the kwok restart", func(ctx context.Context) (bool, string, error) {
+						return fltNodesReady(ctx, l)
+					})
+					notReady, samples := sampler.stop()
+					t.Logf("%d readiness samples from before the restart to now", samples)
+					if samples < 2 {
+						t.Errorf("readiness was sampled %d times: the check saw nothing", samples)
+					}
+					for _, s := range notReady {
+						t.Errorf("lane nodes not Ready around the kwok restart: %s", s)
+					}
+				}},
+			{A: Assertion{ID: "FLT-12", Statement: "pods Running before the kwok restart stay Running on the same nodes with the same UIDs", Ref: "issue 7 (faults under load)"},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					w.require(t)
+					names := fltPodNames(n, first)
+					Consistently(ctx, t, l.env.d(3*time.Second), fmt.Sprintf("pods %v Running, same node and UID", names), func(ctx context.Context) (bool, string, error) {
+						got, ok, state, err := fltPodsRunning(ctx, l, names)
+						if err != nil || !ok {
+							return ok, state, err
+						}
+						for name, p := range got {
+							was := running[name]
+							if p.UID != was.UID || p.Spec.NodeName != was.Spec.NodeName {
+								return false, fmt.Sprintf("%s: uid %s on %s, was uid %s on %s", name, p.UID, p.Spec.NodeName, was.UID, was.Spec.NodeName), nil
+							}
+						}
+						return true, state, nil
+					})
+				}},
+			{A: Assertion{ID: "FLT-13", Statement: "nothing is lost across the kwok restart: the pods and PodGroups after it are those before it plus those created since, none was deleted, no gang is partially placed and status stays monotonic", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					defer w.stop()
+					w.require(t)
+					w.checkNothingLost(ctx, t, l, fltPodNames(n, second), []string{second})
+					for _, e := range w.tl.Events() {
+						if e.Kind == measure.PodDeleted {
+							t.Errorf("pod %s was deleted during the kwok restart", e.Pod)
+						}
+					}
+					w.checkNoPartial(ctx, t, l, n, []string{first, second})
+					w.checkMonotonic(ctx, t, l, []string{first, second})
+				}},
+		},
+	}
+}
