@@ -40,6 +40,7 @@ type perfRunFlags struct {
 	grace      time.Duration
 	deadline   time.Duration
 	faults     []string
+	safety     existing.SafetyOptions
 }
 
 func newPerfCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
@@ -100,6 +101,7 @@ Results are written in every case.`,
 	fs.StringArrayVar(&f.params, "param", nil, "override a scenario $param as name=value (repeatable)")
 	fs.StringVar(&f.runDir, "run-dir", "", "where results go (default _output/runs/<id>)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "run against this existing cluster instead of creating one (it is not deleted)")
+	safetyFlags(fs, &f.safety)
 	fs.IntVar(&f.workers, "load-workers", 0, "PodGroups the load generator creates concurrently (default 64)")
 	fs.Float32Var(&f.loadQPS, "load-qps", 0, "the load generator's client QPS and burst (default 5000)")
 	fs.DurationVar(&f.grace, "partial-grace", 0, "how long a partially bound gang may go without a member bound before it counts as a partial placement (default 30s)")
@@ -151,6 +153,9 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 	}
 	var source perf.ClusterSource
 	if f.kubeconfig != "" {
+		if err := checkKubeconfig(f.kubeconfig, f.safety); err != nil {
+			return err
+		}
 		ex, err := existingSource(ctx, f.kubeconfig)
 		if err != nil {
 			return codedError{err, exitError}
