@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/existing"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/local"
@@ -406,13 +408,25 @@ func printClusterReady(w io.Writer, cl *clusters.Cluster) {
 }
 
 func newClusterDeleteCmd(g *globalOpts, stdout io.Writer) *cobra.Command {
-	var name string
+	var name, kubeconfig string
 	var all bool
+	var safety existing.SafetyOptions
 	cmd := &cobra.Command{
 		Use:   "delete [NAME]",
 		Short: "Stop a cluster and remove everything it left on this machine",
-		Args:  cobra.MaximumNArgs(1),
+		Long: `Stop a cluster gangbench created and remove everything it left on this machine.
+
+With --kubeconfig, delete from a cluster gangbench did not create only the objects gangbench made
+there: namespaces, PriorityClasses, ClusterRoles, ClusterRoleBindings and nodes labelled
+gangbench.dev/managed=true. Nothing else is touched.`,
+		Example: `  gangbench cluster delete
+  gangbench cluster delete --all
+  gangbench cluster delete --kubeconfig ~/.kube/config --allow-existing-cluster`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if kubeconfig != "" {
+				return deleteManagedObjects(cmd.Context(), kubeconfig, safety, stdout)
+			}
 			if len(args) == 1 {
 				name = args[0]
 			}
@@ -456,7 +470,30 @@ func newClusterDeleteCmd(g *globalOpts, stdout io.Writer) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&name, "name", clusters.DefaultName, "cluster name")
 	cmd.Flags().BoolVar(&all, "all", false, "delete every cluster gangbench created on this machine")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "delete gangbench's labelled objects from this existing cluster instead")
+	safetyFlags(cmd.Flags(), &safety)
 	return cmd
+}
+
+// deleteManagedObjects removes what gangbench created in a cluster it does not own, after the same
+// safety checks as a run against that cluster.
+func deleteManagedObjects(ctx context.Context, kubeconfig string, safety existing.SafetyOptions, stdout io.Writer) error {
+	if err := checkKubeconfig(kubeconfig, safety); err != nil {
+		return err
+	}
+	cl, _, err := existing.Open(ctx, kubeconfig, "")
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cl.RESTConfig)
+	if err != nil {
+		return err
+	}
+	if err := existing.DeleteManaged(ctx, cs); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "deleted the objects labelled %s=true from %s\n", existing.ManagedLabel, cl.Name)
+	return nil
 }
 
 func newClusterListCmd(stdout io.Writer) *cobra.Command {
