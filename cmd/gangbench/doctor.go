@@ -8,12 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/clusters/kind"
 )
 
 // check is one line of `gangbench doctor`.
@@ -59,27 +59,24 @@ func doctorChecks(ctx context.Context, version, cacheDir string) []check {
 	return out
 }
 
-// engineChecks asks each container engine CLI whether its daemon answers; kind needs one that does.
+// engineChecks asks each container engine whether its daemon answers, the same way the kind provider
+// does before it creates anything, so doctor and `cluster create --provider kind` say the same thing.
 func engineChecks(ctx context.Context) []check {
 	var out []check
-	any := false
-	for _, engine := range []string{"docker", "podman", "nerdctl"} {
-		path, err := exec.LookPath(engine)
-		if err != nil {
+	answering := false
+	for _, engine := range kind.Engines() {
+		if _, err := exec.LookPath(engine); err != nil {
 			out = append(out, check{"engine " + engine, "no", "not installed"})
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		b, err := exec.CommandContext(cctx, path, "info", "--format", "{{json .ServerVersion}}").CombinedOutput()
-		cancel()
-		if err != nil {
-			out = append(out, check{"engine " + engine, "no", "client present but no daemon answers: " + firstLine(string(b))})
+		if _, err := kind.DetectEngine(ctx, engine); err != nil {
+			out = append(out, check{"engine " + engine, "no", strings.TrimPrefix(err.Error(), "no container engine answers: ")})
 			continue
 		}
-		any = true
-		out = append(out, check{"engine " + engine, "yes", "server " + strings.Trim(strings.TrimSpace(string(b)), `"`)})
+		answering = true
+		out = append(out, check{"engine " + engine, "yes", "its daemon answers"})
 	}
-	if any {
+	if answering {
 		out = append(out, check{"provider kind", "yes", "a container engine answers"})
 	} else {
 		out = append(out, check{"provider kind", "no", "no container engine answers; use --provider local"})
@@ -92,12 +89,4 @@ type cacheOnly struct{}
 
 func (cacheOnly) Build(context.Context, k8sbin.Target, string, func(string, bool)) error {
 	return errors.New("not cached")
-}
-
-func firstLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
 }
