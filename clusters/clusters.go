@@ -131,6 +131,9 @@ type Cluster struct {
 	GPU fakegpu.Inventory
 	// Control stops, kills and restarts components for fault injection; nil when the provider cannot.
 	Control ComponentControl
+	// GPUs marks the nodes' fake GPUs unhealthy and healthy again for fault injection; nil when the
+	// provider cannot (a cluster gangbench did not create: its nodes are not ours to change).
+	GPUs GPUControl
 	// SchedulerName is the scheduler under test's profile name pods should use.
 	SchedulerName string
 	// Close releases what this handle holds in this process (for the local provider owned by this
@@ -148,4 +151,30 @@ type ComponentControl interface {
 	Start(ctx context.Context, c Component) error
 	// Restart is Stop followed by Start.
 	Restart(ctx context.Context, c Component) error
+}
+
+// Kubelet names the kubelets of a cluster with real nodes (kind) for ComponentControl: "kubelet" is
+// every node's kubelet, "kubelet/<node>" one node's. It is not in AllComponents: the local provider
+// has no kubelets (kwok plays them), so only providers with real nodes accept it.
+const Kubelet Component = "kubelet"
+
+// ErrNoDevicePlugin is returned (wrapped) by GPUControl.PluginRegistrations for a node whose GPUs do
+// not come from a device plugin (a kwok-simulated node).
+var ErrNoDevicePlugin = errors.New("no device plugin on this node")
+
+// GPUControl is the fault-injection seam for GPUs. On a node with a real kubelet it goes through the
+// fake GPU device plugin, and the kubelet then lowers the node's allocatable; on a simulated node,
+// where no kubelet runs, it does what that kubelet would do: it lowers the node's allocatable
+// nvidia.com/gpu and leaves its capacity.
+type GPUControl interface {
+	// SetUnhealthyGPUs makes exactly n of node's GPUs unhealthy and the others healthy, so n = 0
+	// heals the node. It returns once the change is made where it originates (the device plugin, or
+	// the node status); the node's allocatable follows at the kubelet's next status update.
+	SetUnhealthyGPUs(ctx context.Context, node string, n int) error
+	// PluginNodes lists the nodes whose GPUs come from a device plugin registered with a real
+	// kubelet, in name order; none on a provider without kubelets.
+	PluginNodes(ctx context.Context) ([]string, error)
+	// PluginRegistrations reports how often node's device plugin has registered with its kubelet
+	// since the plugin started: a kubelet restart that the plugin survived increments it.
+	PluginRegistrations(ctx context.Context, node string) (int, error)
 }

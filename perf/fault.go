@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/perf/measure"
 	"github.com/gangbench/gangbench/perf/scenario"
 	"github.com/gangbench/gangbench/perf/slo"
@@ -31,7 +32,20 @@ const (
 	FaultKill FaultAction = "kill"
 	// FaultRestart is SIGTERM, a wait for the exit, and a start: a graceful restart.
 	FaultRestart FaultAction = "restart"
+	// FaultUnhealthy marks fake GPUs unhealthy, holds them so, and marks them healthy again.
+	FaultUnhealthy FaultAction = "unhealthy"
 )
+
+// FaultGPU is the Component of gpu-unhealthy faults: no process, the nodes' fake GPUs.
+const FaultGPU clusters.Component = "gpu"
+
+// AllGPUs as Fault.GPUs marks every GPU of the node unhealthy (gpu-unhealthy:all).
+const AllGPUs = -1
+
+// DefaultGPUHold is how long gpu-unhealthy keeps the GPUs unhealthy when the spec does not say:
+// long enough for the scheduler to retry the gangs that no longer fit several times, short enough
+// for a smoke-sized repetition.
+const DefaultGPUHold = 10 * time.Second
 
 // Fault is one fault injected into every repetition's measured window (`perf run --fault`).
 type Fault struct {
@@ -44,19 +58,32 @@ type Fault struct {
 	AtFraction float64
 	// After fires the fault this long after the measured phases began.
 	After time.Duration
+	// GPUs, Nodes and Hold are for gpu-unhealthy only: GPUs of each of Nodes nodes (AllGPUs for
+	// every one) are unhealthy for Hold, counted from when the nodes' allocatable shows it.
+	GPUs  int
+	Nodes int
+	Hold  time.Duration
+}
+
+// IsKubelet reports whether the fault restarts kubelets ("kubelet" or "kubelet/<node>").
+func (f Fault) IsKubelet() bool {
+	return f.Component == clusters.Kubelet || strings.HasPrefix(string(f.Component), string(clusters.Kubelet)+"/")
 }
 
 func (f Fault) String() string { return f.Spec }
 
 // ErrFaultsNeedControl is returned when faults are asked of a cluster whose components this
 // process cannot stop and start (an existing cluster, or a local one held by another process).
-var ErrFaultsNeedControl = errors.New("fault injection needs a provider that can restart components (local)")
+var ErrFaultsNeedControl = errors.New("fault injection needs a provider that can restart components (local or kind)")
 
 // FaultForms describes the accepted --fault values, for errors and help.
-const FaultForms = "COMPONENT-ACTION@WHEN: COMPONENT is scheduler, apiserver, controller-manager, kwok or etcd; " +
+const FaultForms = "COMPONENT-ACTION@WHEN: COMPONENT is scheduler, apiserver, controller-manager, kwok or etcd (local provider), " +
+	"scheduler, controller-manager, kubelet (every node's) or kubelet/NODE (kind provider); " +
 	"ACTION is kill (SIGKILL, then start it again) or restart (SIGTERM, then start it again); " +
+	"or gpu-unhealthy[:GPUS[xNODES][:HOLD]]@WHEN (both providers): GPUS of each of NODES GPU nodes (default 1x1; GPUS may be all) are marked unhealthy, " +
+	"so the nodes' allocatable nvidia.com/gpu drops, for HOLD (default 10s) and then healthy again; " +
 	"WHEN is N% (once N% of the measured pods are created, 0 < N <= 100) or a duration since the measured phases began (2s, 1m30s); " +
-	"e.g. scheduler-kill@50%, apiserver-restart@30%, kwok-restart@50%, scheduler-restart@2s"
+	"e.g. scheduler-kill@50%, apiserver-restart@30%, kwok-restart@50%, scheduler-restart@2s, kubelet-restart@50%, gpu-unhealthy:4x2:20s@30%"
 
 // faultComponents maps the short names of a fault spec to components; the binary names
 // (kube-scheduler, kwok-controller, …) are accepted as well.
@@ -76,21 +103,40 @@ func ParseFault(s string) (Fault, error) {
 	if !ok {
 		return bad("no @WHEN")
 	}
+	// Arguments follow the first ':' (node names, which kubelet/NODE carries, have none).
+	what, args, hasArgs := strings.Cut(what, ":")
 	i := strings.LastIndexByte(what, '-')
 	if i <= 0 {
 		return bad("no -ACTION after the component")
 	}
 	name, action := what[:i], FaultAction(what[i+1:])
 	f := Fault{Spec: strings.TrimSpace(s), Action: action}
-	if c, ok := faultComponents()[name]; ok {
-		f.Component = c
-	} else if c, err := clusters.ParseComponent(name); err == nil {
-		f.Component = c
+	if name == string(FaultGPU) {
+		if action != FaultUnhealthy {
+			return bad("unknown action %q for gpu (accepted: unhealthy)", action)
+		}
+		f.Component, f.GPUs, f.Nodes, f.Hold = FaultGPU, 1, 1, DefaultGPUHold
+		if hasArgs {
+			if err := parseGPUArgs(args, &f); err != nil {
+				return bad("%v", err)
+			}
+		}
 	} else {
-		return bad("unknown component %q (accepted: scheduler, apiserver, controller-manager, kwok, etcd)", name)
-	}
-	if action != FaultKill && action != FaultRestart {
-		return bad("unknown action %q (accepted: kill, restart)", action)
+		if c, ok := faultComponents()[name]; ok {
+			f.Component = c
+		} else if c, err := clusters.ParseComponent(name); err == nil {
+			f.Component = c
+		} else if node, ok := strings.CutPrefix(name, string(clusters.Kubelet)+"/"); name == string(clusters.Kubelet) || ok && node != "" {
+			f.Component = clusters.Component(name)
+		} else {
+			return bad("unknown component %q (accepted: scheduler, apiserver, controller-manager, kwok, etcd, kubelet, kubelet/NODE, gpu)", name)
+		}
+		if action != FaultKill && action != FaultRestart {
+			return bad("unknown action %q (accepted: kill, restart)", action)
+		}
+		if hasArgs {
+			return bad("%q: only gpu-unhealthy takes arguments after ':'", args)
+		}
 	}
 	if pct, ok := strings.CutSuffix(when, "%"); ok {
 		v, err := strconv.ParseFloat(pct, 64)
@@ -109,6 +155,34 @@ func ParseFault(s string) (Fault, error) {
 	}
 	f.After = d
 	return f, nil
+}
+
+// parseGPUArgs reads GPUS[xNODES][:HOLD] of gpu-unhealthy into f.
+func parseGPUArgs(args string, f *Fault) error {
+	count, hold, hasHold := strings.Cut(args, ":")
+	gpus, nodes, hasNodes := strings.Cut(count, "x")
+	if gpus == "all" {
+		f.GPUs = AllGPUs
+	} else if n, err := strconv.Atoi(gpus); err != nil || n < 1 {
+		return fmt.Errorf("GPUS %q is neither a positive count nor all", gpus)
+	} else {
+		f.GPUs = n
+	}
+	if hasNodes {
+		n, err := strconv.Atoi(nodes)
+		if err != nil || n < 1 {
+			return fmt.Errorf("NODES %q is not a positive count", nodes)
+		}
+		f.Nodes = n
+	}
+	if hasHold {
+		d, err := time.ParseDuration(hold)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("HOLD %q is not a positive duration with a unit (10s, 1m)", hold)
+		}
+		f.Hold = d
+	}
+	return nil
 }
 
 // ParseFaults parses every spec and reports every bad one.
@@ -140,9 +214,10 @@ const (
 	ItemFaultPartialGangs = "faultPartialGangs"
 )
 
-// FaultItemNames are the DataItems a run with faults adds.
+// FaultItemNames are the DataItems a run with faults adds (ItemFaultDevicePlugin with kubelet
+// faults only).
 func FaultItemNames() []string {
-	return []string{ItemFaultRecovery, ItemFaultLostObjects, ItemFaultPartialGangs}
+	return []string{ItemFaultRecovery, ItemFaultLostObjects, ItemFaultPartialGangs, ItemFaultDevicePlugin}
 }
 
 // FaultObjectives are judged in every run with faults, like BuiltinObjectives in every run.
@@ -165,6 +240,12 @@ type faultRun struct {
 	log *slog.Logger
 	// mayDelete: the scenario preempts, so pods the watch saw deleted are not lost.
 	mayDelete bool
+	// gpus changes GPU health (gpu-unhealthy) and reads device plugin registrations (kubelet
+	// faults); gpuInv is the nodes' inventory, whose count a restarted kubelet must report again.
+	gpus   clusters.GPUControl
+	gpuInv fakegpu.Inventory
+	// gpuWait bounds each wait for node allocatable (and device plugins); 0 means defaultGPUWait.
+	gpuWait time.Duration
 
 	armed   atomic.Bool
 	created atomic.Int64 // measured pods created since start
@@ -186,6 +267,8 @@ type faultState struct {
 	createdAt int64
 	boundAt   int // measured pods bound when the component was back
 	err       error
+	gpu       *gpuFault     // gpu-unhealthy only
+	plugin    *pluginResult // kubelet faults on nodes with a device plugin only
 }
 
 func newFaultRun(ctl clusters.ComponentControl, cs kubernetes.Interface, ns string, faults []Fault, sc *scenario.Scenario, measuredPods int, log *slog.Logger) *faultRun {
@@ -253,7 +336,34 @@ func (fr *faultRun) inject(ctx context.Context, fs *faultState, tl *measure.Time
 	fr.serial.Lock()
 	defer fr.serial.Unlock()
 	fs.createdAt = fr.created.Load()
+	if fs.Action == FaultUnhealthy {
+		fr.injectGPUs(ctx, fs, tl, measured)
+		return
+	}
+	var plugins *pluginWatch
+	if fs.IsKubelet() {
+		// Registration counts are read before the fault: a rise afterwards proves the plugin
+		// registered with the new kubelet, not that an old status was read.
+		var err error
+		if plugins, err = fr.watchPlugins(ctx, fs); err != nil {
+			fs.err = fmt.Errorf("device plugins before the kubelet fault: %w", err)
+			return
+		}
+	}
 	fs.at = time.Now()
+	if plugins != nil {
+		pctx, pcancel := context.WithCancel(ctx)
+		go plugins.run(pctx, int64(fr.gpuInv.Count))
+		defer func() {
+			if fs.err != nil {
+				pcancel() // the kubelets may not be back: nothing to wait for
+			}
+			close(plugins.back)
+			<-plugins.done
+			pcancel()
+			fs.plugin = &plugins.res
+		}()
+	}
 	var err error
 	switch fs.Action {
 	case FaultKill:
@@ -336,7 +446,7 @@ func (fr *faultRun) stop() {
 func (fr *faultRun) restarted() map[clusters.Component]bool {
 	out := map[clusters.Component]bool{}
 	for _, fs := range fr.faults {
-		if fs.injected {
+		if fs.injected && fs.Action != FaultUnhealthy {
 			out[fs.Component] = true
 		}
 	}
@@ -380,12 +490,17 @@ func (fr *faultRun) items(ctx context.Context, events []measure.Event, grace tim
 			"FaultUnixSeconds": float64(fs.at.UnixNano()) / 1e9,
 			"ReadyUnixSeconds": float64(fs.ready.UnixNano()) / 1e9,
 		}
+		gpuItems(fs, rec)
+		what := "the component was down"
+		if fs.gpu != nil {
+			what = "the GPUs were unhealthy"
+		}
 		recoveredAt := fs.ready
 		if first, ok := measure.FirstBindAfter(events, fs.ready); ok {
 			rec[measure.Value] = first.Time.Sub(fs.at).Seconds()
 			rec["Recovered"] = 1
 			recoveredAt = first.Time
-			note("fault %s: the component was down %s; first bind %s after the fault (pod %s)", fs.Spec,
+			note("fault %s: %s %s; first bind %s after the fault (pod %s)", fs.Spec, what,
 				fs.ready.Sub(fs.at).Round(time.Millisecond), first.Time.Sub(fs.at).Round(time.Millisecond), first.Pod)
 		} else {
 			// Nothing bound after the restart: a failure only if pods that fit were left unbound.
@@ -395,6 +510,9 @@ func (fr *faultRun) items(ctx context.Context, events []measure.Event, grace tim
 				fs.Spec, fs.Component, fs.boundAt, unboundFitting)
 		}
 		out = append(out, results.DataItem{Name: ItemFaultRecovery, Unit: "s", Labels: labels, Data: rec})
+		if it, ok := pluginItem(fs, labels, note); ok {
+			out = append(out, it)
+		}
 
 		podsBefore, groupsBefore := createdBefore(events, fs.at)
 		podsLost := lost(podsBefore, created, podsAfter, deleted, fr.mayDelete)
@@ -417,7 +535,13 @@ func (fr *faultRun) items(ctx context.Context, events []measure.Event, grace tim
 			"GroupsLost":    float64(len(groupsLost)),
 		}})
 
-		partial := measure.PartialAfter(events, grace, recoveredAt)
+		// GPUs going unhealthy stop no component: the scheduler is at work all along, so a gang
+		// it leaves partial while they are unhealthy counts too, not only after the heal.
+		partialFrom := recoveredAt
+		if fs.gpu != nil {
+			partialFrom = fs.at
+		}
+		partial := measure.PartialAfter(events, grace, partialFrom)
 		for _, p := range partial {
 			note("fault %s: partial placement after recovery: %s", fs.Spec, p)
 		}

@@ -34,6 +34,14 @@ func TestParseFault(t *testing.T) {
 		{"etcd-restart@100%", Fault{Component: clusters.Etcd, Action: FaultRestart, AtFraction: 1}},
 		{"kube-scheduler-kill@12.5%", Fault{Component: clusters.Scheduler, Action: FaultKill, AtFraction: 0.125}},
 		{"kwok-controller-kill@0s", Fault{Component: clusters.Kwok, Action: FaultKill}},
+		{"kubelet-restart@50%", Fault{Component: clusters.Kubelet, Action: FaultRestart, AtFraction: 0.5}},
+		{"kubelet-kill@3s", Fault{Component: clusters.Kubelet, Action: FaultKill, After: 3 * time.Second}},
+		{"kubelet/gangbench-worker2-restart@10%", Fault{Component: "kubelet/gangbench-worker2", Action: FaultRestart, AtFraction: 0.1}},
+		{"gpu-unhealthy@50%", Fault{Component: FaultGPU, Action: FaultUnhealthy, AtFraction: 0.5, GPUs: 1, Nodes: 1, Hold: DefaultGPUHold}},
+		{"gpu-unhealthy:4@2s", Fault{Component: FaultGPU, Action: FaultUnhealthy, After: 2 * time.Second, GPUs: 4, Nodes: 1, Hold: DefaultGPUHold}},
+		{"gpu-unhealthy:8x3@30%", Fault{Component: FaultGPU, Action: FaultUnhealthy, AtFraction: 0.3, GPUs: 8, Nodes: 3, Hold: DefaultGPUHold}},
+		{"gpu-unhealthy:allx2:1m@100%", Fault{Component: FaultGPU, Action: FaultUnhealthy, AtFraction: 1, GPUs: AllGPUs, Nodes: 2, Hold: time.Minute}},
+		{"gpu-unhealthy:2:500ms@5%", Fault{Component: FaultGPU, Action: FaultUnhealthy, AtFraction: 0.05, GPUs: 2, Nodes: 1, Hold: 500 * time.Millisecond}},
 	}
 	for _, c := range good {
 		got, err := ParseFault(c.in)
@@ -56,6 +64,18 @@ func TestParseFault(t *testing.T) {
 		{"scheduler-kill@50", `"50" is neither N% nor a duration`},
 		{"scheduler-kill@-2s", `"-2s" is negative`},
 		{"", `no @WHEN`},
+		{"kubelet/-restart@50%", `unknown component "kubelet/"`},
+		{"kubelet-stop@50%", `unknown action "stop" (accepted: kill, restart)`},
+		{"gpu-kill@50%", `unknown action "kill" for gpu (accepted: unhealthy)`},
+		{"scheduler-unhealthy@50%", `unknown action "unhealthy" (accepted: kill, restart)`},
+		{"scheduler-kill:2@50%", `only gpu-unhealthy takes arguments`},
+		{"gpu-unhealthy:0@50%", `GPUS "0" is neither a positive count nor all`},
+		{"gpu-unhealthy:twox2@50%", `GPUS "two"`},
+		{"gpu-unhealthy:2x0@50%", `NODES "0" is not a positive count`},
+		{"gpu-unhealthy:2x@50%", `NODES "" is not a positive count`},
+		{"gpu-unhealthy:2x1:0s@50%", `HOLD "0s" is not a positive duration`},
+		{"gpu-unhealthy:2x1:10@50%", `HOLD "10"`},
+		{"gpu-unhealthy:2@0%", `is not a percentage`},
 	}
 	for _, c := range bad {
 		_, err := ParseFault(c.in)
@@ -81,6 +101,8 @@ type fakeControl struct {
 	calls []string
 	down  map[clusters.Component]bool
 	fail  error
+	// onStart, if set, runs after a successful start (what the restarted component then does).
+	onStart func(clusters.Component)
 }
 
 func (f *fakeControl) record(op string, c clusters.Component) error {
@@ -108,7 +130,13 @@ func (f *fakeControl) record(op string, c clusters.Component) error {
 func (f *fakeControl) Stop(_ context.Context, c clusters.Component) error { return f.record("stop", c) }
 func (f *fakeControl) Kill(_ context.Context, c clusters.Component) error { return f.record("kill", c) }
 func (f *fakeControl) Start(_ context.Context, c clusters.Component) error {
-	return f.record("start", c)
+	if err := f.record("start", c); err != nil {
+		return err
+	}
+	if f.onStart != nil {
+		f.onStart(c)
+	}
+	return nil
 }
 func (f *fakeControl) Restart(ctx context.Context, c clusters.Component) error {
 	if err := f.Stop(ctx, c); err != nil {

@@ -372,10 +372,26 @@ func FaultLines(r *results.Run) []string {
 		if v, ok := rec[measure.Value]; ok {
 			recovery = fmt.Sprintf("first bind %.2f s after the fault", v)
 		}
-		out = append(out, fmt.Sprintf("%s#%s %s at %.0f measured pods created: component down %.2f s, %s; pods %.0f before → %.0f after (%.0f created, %.0f lost), PodGroups %.0f → %.0f (%.0f lost); partial gangs after recovery %.0f",
-			k.scenario, k.rep, k.fault, rec["AtPodsCreated"], rec["DowntimeSeconds"], recovery,
+		down := fmt.Sprintf("component down %.2f s", rec["DowntimeSeconds"])
+		partial := "partial gangs after recovery"
+		if its[ItemFaultRecovery].Labels["action"] == string(FaultUnhealthy) {
+			// A GPU fault stops nothing: it is judged from the fault on, not from the recovery.
+			down = fmt.Sprintf("%.0f GPUs unhealthy on %.0f nodes for %.2f s (allocatable lowered after %.2f s, back %.2f s after the heal)",
+				rec["UnhealthyGPUs"], rec["Nodes"], rec["DowntimeSeconds"], rec["LoweredSeconds"], rec["RestoredSeconds"])
+			partial = "partial gangs from the fault on"
+		}
+		line := fmt.Sprintf("%s#%s %s at %.0f measured pods created: %s, %s; pods %.0f before → %.0f after (%.0f created, %.0f lost), PodGroups %.0f → %.0f (%.0f lost); %s %.0f",
+			k.scenario, k.rep, k.fault, rec["AtPodsCreated"], down, recovery,
 			objs["PodsBefore"], objs["PodsAfter"], objs["PodsCreated"], objs["PodsLost"],
-			objs["GroupsBefore"], objs["GroupsAfter"], objs["GroupsLost"], part[measure.Value]))
+			objs["GroupsBefore"], objs["GroupsAfter"], objs["GroupsLost"], partial, part[measure.Value])
+		if dp, ok := its[ItemFaultDevicePlugin]; ok {
+			if dp.Data["Registered"] == 1 {
+				line += fmt.Sprintf("; device plugin registered again on %.0f nodes, GPUs back %.2f s after the kubelets (lowest allocatable seen %.0f)", dp.Data["Nodes"], dp.Data[measure.Value], dp.Data["MinAllocatable"])
+			} else {
+				line += fmt.Sprintf("; device plugin NOT back on all %.0f nodes", dp.Data["Nodes"])
+			}
+		}
+		out = append(out, line)
 	}
 	return out
 }

@@ -135,6 +135,12 @@ func (r *runner) note(format string, args ...any) {
 
 func (r *runner) all(ctx context.Context) error {
 	defer r.closeCluster(ctx)
+	// Faults the provider cannot inject fail here, before any cluster starts.
+	if p, ok := r.o.Source.(sourceProvider); ok && len(r.o.Faults) > 0 {
+		if err := CheckFaults(r.o.Faults, p.ProviderName(), r.o.Scenarios); err != nil {
+			return err
+		}
+	}
 	r.o.Scenarios = order(r.o.Scenarios)
 	for i, sc := range r.o.Scenarios {
 		if err := ctx.Err(); err != nil {
@@ -149,8 +155,8 @@ func (r *runner) all(ctx context.Context) error {
 				return fmt.Errorf("scenario %s: cluster: %w", sc.Name, err)
 			}
 		}
-		if len(r.o.Faults) > 0 && r.cl.Control == nil {
-			return fmt.Errorf("scenario %s: cluster %s (%s): %w", sc.Name, r.cl.Name, r.cl.Provider, ErrFaultsNeedControl)
+		if err := faultsPossible(r.o.Faults, r.cl); err != nil {
+			return fmt.Errorf("scenario %s: cluster %s (%s): %w", sc.Name, r.cl.Name, r.cl.Provider, err)
 		}
 		// The cluster outlives this scenario when the next one has the same shape (or it is not
 		// ours): only then is cleaning up worth the time.
@@ -429,6 +435,7 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 	var faults *faultRun // nil without faults; its methods are nil-safe
 	if len(r.o.Faults) > 0 {
 		faults = newFaultRun(r.cl.Control, cs, ns, r.o.Faults, sc, podsOf(measured), log)
+		faults.gpus, faults.gpuInv = r.cl.GPUs, r.cl.GPU.WithDefaults()
 		// An error return must not leave an injection running against a cluster being deleted.
 		defer faults.stop()
 	}
@@ -731,7 +738,7 @@ func (r *runner) finish(runErr error, interrupted bool) {
 	}
 	objs := BuiltinObjectives()
 	if len(r.o.Faults) > 0 {
-		objs = append(objs, FaultObjectives()...)
+		objs = append(objs, faultObjectives(r.o.Faults)...)
 	}
 	objs = dedupe(append(objs, r.o.Objectives...))
 	run.Cases = slo.Evaluate(objs, run.DataItems)

@@ -302,7 +302,7 @@ func fltPodNames(n int, groups ...string) []string {
 }
 
 func faultFeatures() []Feature {
-	return []Feature{fltSchedulerKill(), fltAPIServerRestart(), fltKwokRestart()}
+	return []Feature{fltSchedulerKill(), fltAPIServerRestart(), fltKwokRestart(), fltGPUUnhealthy(), fltKubeletRestart()}
 }
 
 // fltSchedulerKill: 6 gangs of 4 × 2 GPUs on 32 GPUs, so 4 fit; the scheduler is killed with

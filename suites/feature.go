@@ -19,7 +19,12 @@ type Feature struct {
 	Serial bool
 	// NeedsControl features restart components; they skip when the provider cannot.
 	NeedsControl bool
-	Steps        []Step
+	// NeedsGPUs features mark GPUs unhealthy; they skip when the provider cannot.
+	NeedsGPUs bool
+	// NeedsKubelets features restart real kubelets: their lane must be Lane.Nodes nodes that run
+	// the fake GPU device plugin (kind workers). They skip where nodes are simulated (local).
+	NeedsKubelets bool
+	Steps         []Step
 }
 
 // Step checks one assertion. Steps share the lane and run in order, so a later step may build on
@@ -40,6 +45,14 @@ func (f Feature) Build(env *Env) types.Feature {
 		t.Helper()
 		if f.NeedsControl && (env.Cluster == nil || env.Cluster.Control == nil) {
 			t.Skipf("needs to restart components, which the %s provider cannot", providerName(env))
+		}
+		if f.NeedsGPUs && (env.Cluster == nil || env.Cluster.GPUs == nil) {
+			t.Skipf("needs to mark GPUs unhealthy, which the %s provider cannot", providerName(env))
+		}
+		if f.NeedsKubelets {
+			if reason := env.noKubelets(ctx, f.Lane.Nodes); reason != "" {
+				t.Skip(reason)
+			}
 		}
 		var err error
 		lane, err = env.NewLane(ctx, f.Suite, f.Lane)

@@ -149,8 +149,11 @@ func (h *Harness) createLocal(ctx context.Context) (*clusters.Cluster, error) {
 		// Unique per run so that two runs on one machine (or a user's own cluster) never collide.
 		spec.Name = fmt.Sprintf("e2e-%d", os.Getpid())
 	}
-	if spec.Nodes == 0 {
+	if spec.Nodes == 0 && h.opts.Provider != kind.ProviderName {
 		// Suites bring their own lane nodes; one shared node keeps the default pool non-empty.
+		// kind decides from its options instead: -workers real nodes (default 2, which the node
+		// fault features borrow as lanes) plus the kwok node that makes it run a kwok controller;
+		// a node count here would have to equal their sum.
 		spec.Nodes = 1
 	}
 	return p.Create(ctx, spec)

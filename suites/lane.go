@@ -34,12 +34,19 @@ type Lane struct {
 	GPUs      int // per node
 	Client    kubernetes.Interface
 	createdAt time.Time
+	// borrowed: the nodes are the cluster's own (kind workers with the device plugin), lent to
+	// the lane; Delete gives them back instead of deleting them.
+	borrowed bool
 }
 
 // LaneSpec is the capacity a feature needs.
 type LaneSpec struct {
 	Nodes       int
 	GPUsPerNode int
+	// PluginNodes asks for nodes with a real kubelet and the fake GPU device plugin where the
+	// cluster has them (kind workers): the lane then borrows them and GPUsPerNode is what they
+	// have. Elsewhere the lane gets kwok nodes as usual.
+	PluginNodes bool
 }
 
 // NewLane creates the namespace and nodes and waits until the nodes are Ready with their GPUs.
@@ -54,6 +61,11 @@ func (e *Env) NewLane(ctx context.Context, prefix string, spec LaneSpec) (*Lane,
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{scenarios.ManagedLabel: "true", LaneLabel: name}}}
 	if _, err := e.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("lane %s: create namespace: %w", name, err)
+	}
+	if spec.PluginNodes {
+		if ok, err := e.borrowPluginNodes(ctx, l, spec.Nodes); ok || err != nil {
+			return l, err
+		}
 	}
 	l.Nodes = kwok.NodeNames(name, spec.Nodes)
 	opts := fakegpu.NodeOptions{
@@ -84,6 +96,10 @@ func (l *Lane) Delete(ctx context.Context) error {
 		errs = append(errs, err.Error())
 	}
 	for _, n := range l.Nodes {
+		if l.borrowed {
+			errs = append(errs, l.giveBack(ctx, n)...)
+			continue
+		}
 		if err := l.Client.CoreV1().Nodes().Delete(ctx, n, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err.Error())
 		}

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -17,15 +18,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 	kindexec "sigs.k8s.io/kind/pkg/exec"
+
+	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/fakegpu/plugin"
 )
 
 // fakeRunner answers engine CLI commands from a table keyed by "name arg0" (e.g. "docker info").
@@ -173,7 +179,41 @@ type kindNodeBehaviour struct {
 	schedulerRunning bool
 	kubeletRunning   bool
 	manifest         string
+	// plugins are the fake GPU device plugins by node name, answering their health API at
+	// http://<ip>:9400; a node without one has no plugin.
+	plugins map[string]*fakePlugin
 }
+
+// fakePlugin is the state a fakegpu device plugin's health API reports.
+type fakePlugin struct {
+	ip            string
+	ids           []string
+	unhealthy     map[string]bool
+	file          map[string]bool // unhealthy through the plugin's health file: the API cannot heal them
+	registrations int
+}
+
+func newFakePlugin(node, ip string, count int) *fakePlugin {
+	return &fakePlugin{ip: ip, ids: fakegpu.Inventory{Count: count}.DeviceIDs(node), unhealthy: map[string]bool{}, registrations: 1}
+}
+
+func (p *fakePlugin) status(node string) plugin.Status {
+	st := plugin.Status{Node: node, ResourceName: fakegpu.DefaultResourceName, Registered: true, Registrations: p.registrations}
+	for i, id := range p.ids {
+		d := plugin.DeviceStatus{ID: id, Index: i, Health: pluginapi.Healthy}
+		if p.unhealthy[id] {
+			d.Health, d.UnhealthyBy = pluginapi.Unhealthy, []string{"api"}
+		}
+		if p.file[id] {
+			d.Health, d.UnhealthyBy = pluginapi.Unhealthy, append(d.UnhealthyBy, "file")
+		}
+		st.Devices = append(st.Devices, d)
+	}
+	return st
+}
+
+// postRE matches the health API calls a script makes.
+var postRE = regexp.MustCompile(`-X POST 'http://([0-9.]+):9400/devices/([^/']+)/(healthy|unhealthy)'`)
 
 func newKindNodeBehaviour(t *testing.T) *kindNodeBehaviour {
 	b, err := os.ReadFile(filepath.Join("testdata", "kube-scheduler.yaml"))
@@ -224,6 +264,16 @@ func (b *kindNodeBehaviour) handle(n *fakeNode, c *fakeCmd) error {
 		return nil
 	case line == "crictl exec c0ffee kube-scheduler --version":
 		return c.out("Kubernetes v1.37.0-gangbench.1\n")
+	case strings.HasPrefix(line, "curl ") && strings.Contains(line, ":9400/devices"):
+		p := b.plugins[n.name]
+		if p == nil || !strings.Contains(line, "http://"+p.ip+":9400/") {
+			return c.fail("curl: (7) Failed to connect")
+		}
+		out, err := json.Marshal(p.status(n.name))
+		if err != nil {
+			return err
+		}
+		return c.out(string(out))
 	case strings.HasPrefix(line, "curl "):
 		if strings.Contains(line, ":10248/") && b.kubeletRunning || strings.Contains(line, ":10259/") && b.schedulerRunning {
 			return c.out("ok")
@@ -236,11 +286,25 @@ func (b *kindNodeBehaviour) handle(n *fakeNode, c *fakeCmd) error {
 		return c.out("inactive\n")
 	case line == "systemctl start kubelet":
 		b.kubeletRunning = true
+		// The kubelet's new socket makes the plugin register again (fakegpu/plugin's watch).
+		if p := b.plugins[n.name]; p != nil {
+			p.registrations++
+		}
 		return nil
 	case strings.HasPrefix(line, "sh -c "):
 		script := c.argv[2]
 		if out, err := exec.Command("sh", "-n", "-c", script).CombinedOutput(); err != nil {
 			b.t.Errorf("node %s: script is not valid sh: %v: %s\n%s", n.name, err, out, script)
+		}
+		if posts := postRE.FindAllStringSubmatch(script, -1); len(posts) > 0 {
+			p := b.plugins[n.name]
+			for _, m := range posts {
+				if p == nil || m[1] != p.ip || !slices.Contains(p.ids, m[2]) {
+					return c.fail("curl: (22) The requested URL returned error: 404")
+				}
+				p.unhealthy[m[2]] = m[3] == "unhealthy"
+			}
+			return nil
 		}
 		switch {
 		case strings.Contains(script, "systemctl stop kubelet"):

@@ -93,6 +93,11 @@ func (p *Provider) handle(st *state, api kindAPI) (*clusters.Cluster, error) {
 	for k, v := range st.Versions {
 		versions[clusters.Component(k)] = v
 	}
+	// GPU faults find the device plugin pod of a node through the API.
+	cs, err := p.newClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kind cluster %q: client: %w", st.Name, err)
+	}
 	return &clusters.Cluster{
 		Name: st.Name, Provider: ProviderName, KubeconfigPath: st.Kubeconfig, RESTConfig: cfg,
 		APIServerMetrics: clusters.Endpoint{URL: cfg.Host + "/metrics", Transport: rt},
@@ -102,6 +107,7 @@ func (p *Provider) handle(st *state, api kindAPI) (*clusters.Cluster, error) {
 		Nodes:            st.Workers + st.KwokNodes,
 		GPU:              st.GPU,
 		Control:          &control{api: api, name: st.Name, timeout: defaultControlTimeout},
+		GPUs:             newPluginGPUs(api, st.Name, cs),
 		SchedulerName:    corev1.DefaultSchedulerName,
 	}, nil
 }

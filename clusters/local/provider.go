@@ -483,10 +483,18 @@ func handleFromState(dir string, st *state) (*clusters.Cluster, error) {
 	for k, v := range st.Versions {
 		versions[clusters.Component(k)] = v
 	}
+	// Every node is simulated by kwok: GPU faults are written into the node status, as a kubelet
+	// would after its device plugin reported unhealthy devices. Unlike Control this works from any
+	// process: it needs only the apiserver.
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	return &clusters.Cluster{
 		Name: st.Name, Provider: ProviderName, KubeconfigPath: st.Kubeconfig, RESTConfig: cfg,
 		APIServerMetrics: api, SchedulerMetrics: sched, Versions: versions,
 		LogDir: filepath.Join(dir, "logs"), Nodes: st.Nodes, GPU: st.GPU, SchedulerName: corev1.DefaultSchedulerName,
+		GPUs:  &kwok.StatusGPUs{Client: cs, Resource: corev1.ResourceName(st.GPU.WithDefaults().ResourceName)},
 		Close: func(context.Context) error { return nil },
 	}, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gangbench/gangbench/clusters/existing"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/perf"
 	"github.com/gangbench/gangbench/perf/scenario"
@@ -78,7 +79,11 @@ regresses) are always judged; --slo adds thresholds from a file ('default' is pe
 (SIGKILL the kube-scheduler once half the measured pods are created, then start it again). The run
 then also reports the time to recover (fault → first bind after the restart), pod and PodGroup
 counts before and after, and partial gangs after recovery, which must be 0 (built-in objectives).
-Faults need the local provider (the components must be this process's children).
+gpu-unhealthy marks fake GPUs unhealthy for a while (through the device plugin on kind, in the node
+status on the local provider's simulated nodes). kubelet faults need --provider kind, which then
+runs --workers real worker nodes (default 2) and simulates the rest of each scenario's nodes with
+kwok; the run also reports when the device plugin registered again and the GPUs came back.
+Faults a provider cannot inject are refused before any cluster starts; --kubeconfig takes none.
 
 Exit codes: 0 every objective holds; 3 an SLO is violated; 2 usage; 1 harness or cluster error.
 Results are written in every case.`,
@@ -86,7 +91,9 @@ Results are written in every case.`,
   gangbench perf run --nodes 500 --slo default
   gangbench perf run --scenario perf/scenarios/upstream-1000gangs.yaml --nodes 5000 --param groups=2000
   gangbench perf run --labels upstream --scheduler-binary ./my-kube-scheduler
-  gangbench perf run --scenario smoke --nodes 50 --fault scheduler-kill@50% --fault kwok-restart@5s`,
+  gangbench perf run --scenario smoke --nodes 50 --fault scheduler-kill@50% --fault kwok-restart@5s
+  gangbench perf run --scenario smoke --nodes 20 --fault gpu-unhealthy:8x2:10s@50%
+  gangbench perf run --provider kind --workers 2 --scenario smoke --nodes 20 --fault kubelet-restart@50%`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPerf(cmd, g, &f, stdout, stderr)
@@ -184,7 +191,17 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 		}
 	}
 	if source == nil {
-		if source, err = localSource(ctx, cmd, &f.cluster, stderr); err != nil {
+		provider := f.cluster.resolveProvider(ctx, stderr)
+		// Refused here, before binaries are built or any cluster starts.
+		if err := perf.CheckFaults(faults, provider, scs); err != nil {
+			return usageError{fmt.Errorf("--fault: %w", err)}
+		}
+		if provider == kind.ProviderName {
+			source, err = kindSource(cmd, &f.cluster, stderr)
+		} else {
+			source, err = localSource(ctx, cmd, &f.cluster, stderr)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -265,6 +282,28 @@ func localSource(ctx context.Context, cmd *cobra.Command, f *clusterFlags, stder
 		return nil, codedError{err, exitError}
 	}
 	return &perf.LocalSource{Provider: p, Base: spec, StateDir: stateDir}, nil
+}
+
+// kindSource builds the kind provider's source from the cluster flags: --workers real worker
+// nodes per cluster, the rest of each scenario's nodes simulated by kwok.
+func kindSource(cmd *cobra.Command, f *clusterFlags, stderr io.Writer) (perf.ClusterSource, error) {
+	if f.kwokNodes != 0 {
+		return nil, usageError{errors.New("--kwok-nodes: perf run derives the kwok nodes from each scenario's node count minus --workers")}
+	}
+	if !cmd.Flags().Changed("name") {
+		f.name = fmt.Sprintf("perf-%d", os.Getpid())
+	}
+	probe := *f
+	probe.nodes = 1
+	spec, err := probe.spec()
+	if err != nil {
+		return nil, err
+	}
+	spec.Nodes = 0
+	if !cmd.Flags().Changed("timeout") {
+		spec.ReadyTimeout = 0 // the source scales it with the node count
+	}
+	return &perf.KindSource{Options: f.kindOptions(stderr), Workers: f.workers, Base: spec}, nil
 }
 
 // existingSource opens --kubeconfig. When it is the kubeconfig of a local gangbench cluster, the

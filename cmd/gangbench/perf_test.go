@@ -31,7 +31,13 @@ func TestPerfUsageErrors(t *testing.T) {
 		{[]string{"run", "--scenario", "gpu-gang-64x8", "--nodes", "50"}, "perf/scenarios/gpu-gang-64x8.yaml:19: phases[0].fill: 0.9 of 50 nodes × 8 GPUs (--nodes 50) is 360 GPUs, less than one group (512 GPUs)"},
 		{[]string{"run", "--scenario", "smoke", "--slo", "../../perf/testdata/slo/invalid.yaml"}, "invalid.yaml:6: objectives[0].source: missing"},
 		{[]string{"run", "--scenario", "smoke", "--fault", "scheduler-kil@50%"}, `--fault: fault "scheduler-kil@50%": unknown action "kil" (accepted: kill, restart); want COMPONENT-ACTION@WHEN`},
-		{[]string{"run", "--scenario", "smoke", "--fault", "scheduler-kill@50%", "--kubeconfig", "/dev/null"}, "--fault with --kubeconfig: fault injection needs a provider that can restart components (local)"},
+		{[]string{"run", "--scenario", "smoke", "--fault", "scheduler-kill@50%", "--kubeconfig", "/dev/null"}, "--fault with --kubeconfig: fault injection needs a provider that can restart components (local or kind)"},
+		// Faults the provider cannot inject are refused before binaries are built or a cluster starts.
+		{[]string{"run", "--scenario", "smoke", "--fault", "kubelet-restart@50%"}, `--fault: fault kubelet-restart@50%: the local provider has no kubelets (kwok simulates its nodes); kubelet faults need --provider kind`},
+		{[]string{"run", "--scenario", "smoke", "--provider", "kind", "--fault", "apiserver-restart@30%"}, `--fault: fault apiserver-restart@30%: the kind provider cannot stop and start kube-apiserver`},
+		{[]string{"run", "--scenario", "smoke", "--fault", "gpu-unhealthy:1x999@50%"}, `--fault: fault gpu-unhealthy:1x999@50%: GPUs on 999 nodes, but scenario smoke has`},
+		{[]string{"run", "--scenario", "smoke", "--fault", "gpu-unhealthy:2x1:0s@50%"}, `HOLD "0s" is not a positive duration`},
+		{[]string{"run", "--scenario", "smoke", "--provider", "kind", "--kwok-nodes", "3"}, "--kwok-nodes: perf run derives the kwok nodes"},
 		{[]string{"report", "--format", "yaml", "../../perf/testdata/runs/default-500"}, `--format "yaml": accepted: text, markdown, json, bench`},
 	} {
 		_, err := execPerf(t, tc.args...)
