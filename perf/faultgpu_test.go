@@ -278,8 +278,10 @@ type fakePlugins struct {
 	reRegisterAfter int
 }
 
-func (p *fakePlugins) SetUnhealthyGPUs(context.Context, string, int) error { return errors.New("unused") }
-func (p *fakePlugins) PluginNodes(context.Context) ([]string, error)    { return p.nodes, nil }
+func (p *fakePlugins) SetUnhealthyGPUs(context.Context, string, int) error {
+	return errors.New("unused")
+}
+func (p *fakePlugins) PluginNodes(context.Context) ([]string, error) { return p.nodes, nil }
 func (p *fakePlugins) PluginRegistrations(ctx context.Context, node string) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -32,7 +32,7 @@ func (f *fakeGPUs) SetUnhealthyGPUs(_ context.Context, node string, n int) error
 	f.calls = append(f.calls, fmt.Sprintf("%s=%d", node, n))
 	return nil
 }
-func (f *fakeGPUs) PluginNodes(context.Context) ([]string, error)               { return f.nodes, nil }
+func (f *fakeGPUs) PluginNodes(context.Context) ([]string, error)            { return f.nodes, nil }
 func (f *fakeGPUs) PluginRegistrations(context.Context, string) (int, error) { return 1, nil }
 
 func kindNode(name string, alloc int64, labels map[string]string) *corev1.Node {
