@@ -2,6 +2,8 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 K8S_VERSION ?= v1.37.2
+# The previous minor, served as scheduling.k8s.io/v1alpha2: the cross-version comparison test uses it.
+PREV_K8S_VERSION ?= v1.36.3
 NODES ?= 4
 GPUS ?= 8
 NAME ?= gangbench
@@ -39,6 +41,10 @@ cluster-delete: build ## Delete the cluster NAME
 k8s-build: build ## Build and cache the Kubernetes binaries for K8S_VERSION (about 20 min cold on 2 cores)
 	$(BIN) k8s build --version $(K8S_VERSION)
 
+.PHONY: k8s-build-prev
+k8s-build-prev: build ## Build and cache the binaries of PREV_K8S_VERSION (v1.36, for comparisons across minor versions)
+	$(BIN) k8s build --version $(PREV_K8S_VERSION)
+
 .PHONY: doctor
 doctor: build ## Which providers can run here, and why not
 	$(BIN) doctor
@@ -50,7 +56,7 @@ build: ## Build the gangbench CLI into _output/bin
 	$(GO) build -trimpath -o $(BIN) ./cmd/gangbench
 
 .PHONY: test
-test: k8s-build ## Everything CI runs: vet, unit tests, and integration tests on real local clusters
+test: k8s-build k8s-build-prev ## Everything CI runs: vet, unit tests, and integration tests on real local clusters
 	$(GO) vet ./...
 	$(GO) test -short -count=1 ./...
 	$(GO) test -p 1 -count=1 -timeout $(TEST_TIMEOUT) ./...

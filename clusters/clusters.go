@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -60,13 +62,13 @@ type Spec struct {
 	GPU fakegpu.Inventory
 	// KubernetesVersion of the control plane, e.g. "v1.37.2".
 	KubernetesVersion string
-	// FeatureGates are set on every Kubernetes component, over the defaults (GenericWorkload=true).
+	// FeatureGates are set on every Kubernetes component, over the defaults (GangFeatureGates).
 	FeatureGates map[string]bool
 	// ComponentFeatureGates override FeatureGates for one component, e.g. the scheduler with
 	// GenericWorkload=false to prove that a suite can fail.
 	ComponentFeatureGates map[Component]map[string]bool
 	// RuntimeConfig is passed to kube-apiserver --runtime-config over the default
-	// (scheduling.k8s.io/v1beta1=true). A value of "false" removes an API.
+	// (GangRuntimeConfig: scheduling.k8s.io/v1beta1=true on v1.37). A value of "false" removes an API.
 	RuntimeConfig map[string]string
 	// ExtraArgs are flags per component ("--name" without dashes → value); they override defaults.
 	ExtraArgs map[Component]map[string]string
@@ -177,4 +179,43 @@ type GPUControl interface {
 	// PluginRegistrations reports how often node's device plugin has registered with its kubelet
 	// since the plugin started: a kubelet restart that the plugin survived increments it.
 	PluginRegistrations(ctx context.Context, node string) (int, error)
+}
+
+// GangFeatureGates are the gates every component of a control plane of that Kubernetes version runs
+// with so that it serves and schedules gangs: v1.37 needs GenericWorkload (beta, off by default),
+// and rejects the v1.36 gates as unrecognised; v1.36 needs GenericWorkload, GangScheduling and
+// WorkloadAwarePreemption, all alpha (gang-semantics-v1.37.md §10). A version that does not parse
+// gets v1.37's: version validation reports it where the version is read.
+func GangFeatureGates(kubernetesVersion string) map[string]bool {
+	if MinorOf(kubernetesVersion) == 36 {
+		return map[string]bool{"GenericWorkload": true, "GangScheduling": true, "WorkloadAwarePreemption": true}
+	}
+	return map[string]bool{"GenericWorkload": true}
+}
+
+// GangRuntimeConfig is the kube-apiserver --runtime-config that serves the gang API of that
+// Kubernetes version: scheduling.k8s.io/v1beta1 on v1.37, v1alpha2 on v1.36. Neither is on by
+// default.
+func GangRuntimeConfig(kubernetesVersion string) map[string]string {
+	if MinorOf(kubernetesVersion) == 36 {
+		return map[string]string{"scheduling.k8s.io/v1alpha2": "true"}
+	}
+	return map[string]string{"scheduling.k8s.io/v1beta1": "true"}
+}
+
+// GangMinMinor is the oldest minor version whose gang API gangbench speaks (v1.36: v1alpha2).
+const GangMinMinor = 36
+
+// MinorOf returns the minor version of "v1.37.2", or -1 when it does not parse as v1.MINOR….
+func MinorOf(v string) int {
+	rest, ok := strings.CutPrefix(v, "v1.")
+	if !ok {
+		return -1
+	}
+	m, _, _ := strings.Cut(rest, ".")
+	n, err := strconv.Atoi(m)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
 }

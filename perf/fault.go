@@ -22,6 +22,7 @@ import (
 	"github.com/gangbench/gangbench/perf/scenario"
 	"github.com/gangbench/gangbench/perf/slo"
 	"github.com/gangbench/gangbench/results"
+	"github.com/gangbench/gangbench/scenarios/gangapi"
 )
 
 // FaultAction is what a fault does to a component.
@@ -237,7 +238,9 @@ type faultRun struct {
 	ctl clusters.ComponentControl
 	cs  kubernetes.Interface
 	ns  string
-	log *slog.Logger
+	// podGroups lists the namespace's PodGroups in the served version; nil means v1beta1 via cs.
+	podGroups gangapi.PodGroups
+	log       *slog.Logger
 	// mayDelete: the scenario preempts, so pods the watch saw deleted are not lost.
 	mayDelete bool
 	// gpus changes GPU health (gpu-unhealthy) and reads device plugin registrations (kubelet
@@ -392,7 +395,7 @@ func (fr *faultRun) names(ctx context.Context) (pods, groups map[string]bool, er
 	if err != nil {
 		return nil, nil, err
 	}
-	gl, err := fr.cs.SchedulingV1beta1().PodGroups(fr.ns).List(ctx, metav1.ListOptions{})
+	gl, err := fr.podGroupClient().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -594,4 +597,12 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// podGroupClient is podGroups when the runner set it (the served gang API version), else v1beta1.
+func (fr *faultRun) podGroupClient() gangapi.PodGroups {
+	if fr.podGroups != nil {
+		return fr.podGroups
+	}
+	return fr.cs.SchedulingV1beta1().PodGroups(fr.ns)
 }

@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -38,6 +39,7 @@ import (
 	"github.com/gangbench/gangbench/perf/slo"
 	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/scenarios"
+	"github.com/gangbench/gangbench/scenarios/gangapi"
 )
 
 // Files a run writes into its directory besides run.json.
@@ -125,6 +127,8 @@ type runner struct {
 	cl    *clusters.Cluster
 	shape Shape
 	info  ClusterInfo
+	// api is the gang API version the current cluster serves.
+	api gangapi.API
 }
 
 func (r *runner) note(format string, args ...any) {
@@ -214,9 +218,12 @@ func (r *runner) openCluster(ctx context.Context, sc *scenario.Scenario, shape S
 	}
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := scenarios.Preflight(pctx, cs, scenarios.PreflightNamespace); err != nil {
+	api, err := scenarios.Preflight(pctx, cs, scenarios.PreflightNamespace)
+	if err != nil {
 		return fmt.Errorf("preflight: %w", err)
 	}
+	r.api = api
+	env.GangAPI = api.GroupVersion()
 	if r.o.Source.Persistent() {
 		return nil // not our nodes: use them as they are
 	}
@@ -247,12 +254,31 @@ func (r *runner) client(cfg *rest.Config) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
+// gangClient reaches PodGroups in the version the cluster serves, with cfg's limits.
+func (r *runner) gangClient(cs kubernetes.Interface, cfg *rest.Config) (*gangapi.Client, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return gangapi.NewClient(r.api, cs, dyn)
+}
+
 func (r *runner) scenario(ctx context.Context, sc *scenario.Scenario, keep bool) error {
-	cs, err := r.client(rest.CopyConfig(r.cl.RESTConfig))
+	cfg := rest.CopyConfig(r.cl.RESTConfig)
+	cs, err := r.client(cfg)
 	if err != nil {
 		return err
 	}
-	loadCS, err := kubernetes.NewForConfig(loadgen.Config(r.cl.RESTConfig, r.loadQPS(), r.loadBurst()))
+	gang, err := r.gangClient(cs, cfg)
+	if err != nil {
+		return err
+	}
+	loadCfg := loadgen.Config(r.cl.RESTConfig, r.loadQPS(), r.loadBurst())
+	loadCS, err := kubernetes.NewForConfig(loadCfg)
+	if err != nil {
+		return err
+	}
+	loadGang, err := r.gangClient(loadCS, loadCfg)
 	if err != nil {
 		return err
 	}
@@ -275,7 +301,7 @@ func (r *runner) scenario(ctx context.Context, sc *scenario.Scenario, keep bool)
 	}
 	for rep := 1; rep <= sc.Repetitions; rep++ {
 		last := rep == sc.Repetitions
-		if err := r.repetition(ctx, cs, loadCS, sc, rep, keep || !last); err != nil {
+		if err := r.repetition(ctx, cs, loadCS, gang, loadGang, sc, rep, keep || !last); err != nil {
 			return fmt.Errorf("repetition %d: %w", rep, err)
 		}
 	}
@@ -392,7 +418,7 @@ func randSuffix() string {
 }
 
 // repetition runs one repetition in its own namespace.
-func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface, sc *scenario.Scenario, rep int, cleanup bool) (err error) {
+func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface, gang, loadGang *gangapi.Client, sc *scenario.Scenario, rep int, cleanup bool) (err error) {
 	ns := fmt.Sprintf("%s-%d-%s", sc.Name, rep, randSuffix())
 	log := r.o.Log.With("scenario", sc.Name, "repetition", rep)
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{scenarios.ManagedLabel: "true"}}}, metav1.CreateOptions{}); err != nil {
@@ -400,7 +426,7 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 	}
 	if cleanup {
 		defer func() {
-			if cerr := deleteNamespace(context.WithoutCancel(ctx), cs, ns); cerr != nil {
+			if cerr := deleteNamespace(context.WithoutCancel(ctx), cs, gang, ns); cerr != nil {
 				err = errors.Join(err, cerr)
 			}
 		}()
@@ -435,12 +461,13 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 	var faults *faultRun // nil without faults; its methods are nil-safe
 	if len(r.o.Faults) > 0 {
 		faults = newFaultRun(r.cl.Control, cs, ns, r.o.Faults, sc, podsOf(measured), log)
+		faults.podGroups = gang.PodGroups(ns)
 		faults.gpus, faults.gpuInv = r.cl.GPUs, r.cl.GPU.WithDefaults()
 		// An error return must not leave an injection running against a cluster being deleted.
 		defer faults.stop()
 	}
 	gen := &loadgen.Generator{
-		Client: loadCS, Namespace: ns, SchedulerName: r.cl.SchedulerName, Workers: r.o.Workers, Timeline: tl,
+		Client: loadCS, Gang: loadGang, Namespace: ns, SchedulerName: r.cl.SchedulerName, Workers: r.o.Workers, Timeline: tl,
 		OnGroup: func() { progressMu.Lock(); groupsMade++; gb.Set(groupsMade); progressMu.Unlock() },
 		OnPod: func() {
 			progressMu.Lock()
@@ -469,7 +496,7 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 	}
 
 	env := &measure.Env{
-		Cluster: r.cl, Client: cs, Namespace: ns, Scenario: sc, Timeline: tl, Measured: phaseNames(measured),
+		Cluster: r.cl, Client: cs, Gang: gang, Namespace: ns, Scenario: sc, Timeline: tl, Measured: phaseNames(measured),
 		PartialGrace: r.o.PartialGrace,
 		Note: func(format string, args ...any) {
 			r.note("%s#%d: %s", sc.Name, rep, fmt.Sprintf(format, args...))
@@ -681,14 +708,14 @@ func (r *runner) writeEvents(name string, rep int, events []measure.Event) error
 // deleted with grace 0: simulated pods run nothing, and a graceful delete would wait for kwok to
 // confirm each one. The namespace itself is left to the namespace controller: its deletion costs
 // the scheduler nothing, and waiting for it took most of a minute after 3000 pods.
-func deleteNamespace(ctx context.Context, cs kubernetes.Interface, ns string) error {
+func deleteNamespace(ctx context.Context, cs kubernetes.Interface, gang *gangapi.Client, ns string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	zero := int64(0)
 	if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete pods of %s: %w", ns, err)
 	}
-	if err := cs.SchedulingV1beta1().PodGroups(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := gang.PodGroups(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete PodGroups of %s: %w", ns, err)
 	}
 	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
@@ -699,7 +726,7 @@ func deleteNamespace(ctx context.Context, cs kubernetes.Interface, ns string) er
 	one := metav1.ListOptions{Limit: 1}
 	for {
 		pods, perr := cs.CoreV1().Pods(ns).List(ctx, one)
-		pgs, gerr := cs.SchedulingV1beta1().PodGroups(ns).List(ctx, one)
+		pgs, gerr := gang.PodGroups(ns).List(ctx, one)
 		if perr == nil && gerr == nil && len(pods.Items) == 0 && len(pgs.Items) == 0 {
 			return nil
 		}

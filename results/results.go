@@ -65,15 +65,17 @@ type Run struct {
 
 // Environment describes what was tested and where.
 type Environment struct {
-	Provider          string            `json:"provider,omitempty"`
-	KubernetesVersion string            `json:"kubernetesVersion,omitempty"`
-	SchedulerVersion  string            `json:"schedulerVersion,omitempty"`
-	SchedulerBinary   string            `json:"schedulerBinary,omitempty"`
-	Nodes             int               `json:"nodes,omitempty"`
-	GPUsPerNode       int               `json:"gpusPerNode,omitempty"`
-	Host              Host              `json:"host"`
-	FeatureGates      map[string]string `json:"featureGates,omitempty"`
-	Extra             map[string]string `json:"extra,omitempty"`
+	Provider          string `json:"provider,omitempty"`
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	SchedulerVersion  string `json:"schedulerVersion,omitempty"`
+	SchedulerBinary   string `json:"schedulerBinary,omitempty"`
+	// GangAPI is the group/version the harness spoke, e.g. scheduling.k8s.io/v1alpha2 on v1.36.
+	GangAPI      string            `json:"gangAPI,omitempty"`
+	Nodes        int               `json:"nodes,omitempty"`
+	GPUsPerNode  int               `json:"gpusPerNode,omitempty"`
+	Host         Host              `json:"host"`
+	FeatureGates map[string]string `json:"featureGates,omitempty"`
+	Extra        map[string]string `json:"extra,omitempty"`
 }
 
 // Host is the machine gangbench ran on.

@@ -40,11 +40,12 @@ func barrierFeatures() []Feature {
 		{
 			Suite: "barriers", Name: "barriers: gang API served and schedulingGroup kept", Lane: LaneSpec{Nodes: 1, GPUsPerNode: 1},
 			Steps: []Step{
-				{A: Assertion{ID: "BAR-01", Statement: "the apiserver serves scheduling.k8s.io/v1beta1 workloads, podgroups and podgroups/status", Ref: bmSemRef + "A.1; §1.3"},
+				{A: Assertion{ID: "BAR-01", Statement: "the apiserver serves scheduling.k8s.io/v1beta1 (v1alpha2 on v1.36) workloads, podgroups and podgroups/status", Ref: bmSemRef + "A.1; §1.3"},
 					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-						res, err := l.Client.Discovery().ServerResourcesForGroupVersion(scenarios.GangAPI)
+						gv := l.Gang.API().GroupVersion()
+						res, err := l.Client.Discovery().ServerResourcesForGroupVersion(gv)
 						if err != nil {
-							t.Fatalf("discover %s: %v", scenarios.GangAPI, err)
+							t.Fatalf("discover %s: %v", gv, err)
 						}
 						var served []string
 						for _, r := range res.APIResources {
@@ -52,7 +53,7 @@ func barrierFeatures() []Feature {
 						}
 						for _, want := range []string{"workloads", "podgroups", "podgroups/status"} {
 							if !slices.Contains(served, want) {
-								t.Errorf("%s lacks %q; serves %v", scenarios.GangAPI, want, served)
+								t.Errorf("%s lacks %q; serves %v", gv, want, served)
 							}
 						}
 					}},

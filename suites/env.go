@@ -10,10 +10,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/scenarios/gangapi"
 	"github.com/gangbench/gangbench/suites/metrics"
 )
 
@@ -22,6 +24,10 @@ type Env struct {
 	Cluster *clusters.Cluster
 	Client  kubernetes.Interface
 	Config  *rest.Config
+	// Gang reaches PodGroups and Workloads in the version the cluster serves (v1beta1 until
+	// UseGangAPI says otherwise, which the harness does after its preflight).
+	Gang    *gangapi.Client
+	dynamic dynamic.Interface
 	// SchedulerName is the profile pods use (the scheduler under test).
 	SchedulerName string
 	// Scale multiplies every timeout, for slow machines or remote clusters.
@@ -39,11 +45,29 @@ func NewEnv(cl *clusters.Cluster) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	gang, err := gangapi.NewClient(gangapi.V1beta1(), cs, dyn)
+	if err != nil {
+		return nil, err
+	}
 	name := cl.SchedulerName
 	if name == "" {
 		name = corev1.DefaultSchedulerName
 	}
-	return &Env{Cluster: cl, Client: cs, Config: cfg, SchedulerName: name, Scale: 1}, nil
+	return &Env{Cluster: cl, Client: cs, Config: cfg, Gang: gang, dynamic: dyn, SchedulerName: name, Scale: 1}, nil
+}
+
+// UseGangAPI switches the Env (and lanes made after) to the gang API version the cluster serves.
+func (e *Env) UseGangAPI(api gangapi.API) error {
+	gang, err := gangapi.NewClient(api, e.Client, e.dynamic)
+	if err != nil {
+		return err
+	}
+	e.Gang = gang
+	return nil
 }
 
 // d scales a timeout.

@@ -57,7 +57,7 @@ func fltStart(ctx context.Context, t *testing.T, l *Lane) *fltWatch {
 	if err := w.rec.Start(sctx); err != nil {
 		t.Fatalf("pod watch: %v", err)
 	}
-	w.mon = monitor.New(l.Client, monitor.Options{})
+	w.mon = monitor.New(l.Client, monitor.Options{Gang: l.Gang})
 	if err := w.mon.Start(sctx); err != nil {
 		w.rec.Stop()
 		t.Fatalf("PodGroup status monitor: %v", err)
@@ -106,7 +106,7 @@ func fltNames(ctx context.Context, l *Lane) (pods, groups []string, err error) {
 			pods = append(pods, p.Name)
 		}
 	}
-	gs, err := l.Client.SchedulingV1beta1().PodGroups(l.Name).List(ctx, metav1.ListOptions{})
+	gs, err := l.Gang.PodGroups(l.Name).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, nil, err
 	}

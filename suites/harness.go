@@ -103,12 +103,16 @@ func Start(ctx context.Context, opts Options) (*Harness, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := scenarios.Preflight(pctx, e.Client, scenarios.PreflightNamespace); err != nil {
+	api, err := scenarios.Preflight(pctx, e.Client, scenarios.PreflightNamespace)
+	if err != nil {
 		return fail(fmt.Errorf("preflight: %w", err))
+	}
+	if err := e.UseGangAPI(api); err != nil {
+		return fail(err)
 	}
 	mctx, mcancel := context.WithCancel(context.WithoutCancel(ctx))
 	h.cancel = mcancel
-	h.mon = monitor.New(e.Client, monitor.Options{})
+	h.mon = monitor.New(e.Client, monitor.Options{Gang: e.Gang})
 	sctx, scancel := context.WithTimeout(mctx, 30*time.Second)
 	defer scancel()
 	if err := h.mon.Start(sctx); err != nil {
@@ -120,7 +124,7 @@ func Start(ctx context.Context, opts Options) (*Harness, error) {
 		if err := os.MkdirAll(opts.RunDir, 0o755); err != nil {
 			return fail(err)
 		}
-		info := map[string]any{"name": cl.Name, "provider": cl.Provider, "versions": cl.Versions, "kubeconfig": cl.KubeconfigPath, "nodes": cl.Nodes}
+		info := map[string]any{"name": cl.Name, "provider": cl.Provider, "versions": cl.Versions, "gangAPI": e.Gang.API().GroupVersion(), "kubeconfig": cl.KubeconfigPath, "nodes": cl.Nodes}
 		b, _ := json.MarshalIndent(info, "", "  ")
 		if err := os.WriteFile(filepath.Join(opts.RunDir, "cluster.json"), b, 0o644); err != nil {
 			return fail(err)
@@ -242,7 +246,7 @@ func (h *Harness) Collect(ctx context.Context, lane *Lane, dir string) error {
 		}
 		errs = append(errs, os.WriteFile(filepath.Join(dir, name), b, 0o644))
 	}
-	pgs, err := lane.Client.SchedulingV1beta1().PodGroups(lane.Name).List(ctx, metav1.ListOptions{})
+	pgs, err := lane.Gang.PodGroups(lane.Name).List(ctx, metav1.ListOptions{})
 	dump("podgroups.yaml", pgs, err)
 	pods, err := lane.Client.CoreV1().Pods(lane.Name).List(ctx, metav1.ListOptions{})
 	dump("pods.yaml", pods, err)

@@ -20,6 +20,7 @@ import (
 	"github.com/gangbench/gangbench/clusters/kwok"
 	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/scenarios"
+	"github.com/gangbench/gangbench/scenarios/gangapi"
 )
 
 // LaneLabel and the taint of the same key give each test nodes no other test can use. Tests then run
@@ -28,11 +29,13 @@ const LaneLabel = "gangbench.dev/lane"
 
 // Lane is a namespace plus simulated nodes that only its pods tolerate.
 type Lane struct {
-	env       *Env
-	Name      string // also the namespace
-	Nodes     []string
-	GPUs      int // per node
-	Client    kubernetes.Interface
+	env    *Env
+	Name   string // also the namespace
+	Nodes  []string
+	GPUs   int // per node
+	Client kubernetes.Interface
+	// Gang reaches PodGroups and Workloads in the version the cluster serves.
+	Gang      *gangapi.Client
 	createdAt time.Time
 	// borrowed: the nodes are the cluster's own (kind workers with the device plugin), lent to
 	// the lane; Delete gives them back instead of deleting them.
@@ -57,7 +60,7 @@ func (e *Env) NewLane(ctx context.Context, prefix string, spec LaneSpec) (*Lane,
 	if len(name) > 50 {
 		name = name[:50]
 	}
-	l := &Lane{env: e, Name: name, GPUs: spec.GPUsPerNode, Client: e.Client, createdAt: time.Now()}
+	l := &Lane{env: e, Name: name, GPUs: spec.GPUsPerNode, Client: e.Client, Gang: e.Gang, createdAt: time.Now()}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{scenarios.ManagedLabel: "true", LaneLabel: name}}}
 	if _, err := e.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("lane %s: create namespace: %w", name, err)
@@ -124,7 +127,7 @@ func (l *Lane) Pod(m scenarios.Member) *corev1.Pod {
 // CreatePodGroup creates a PodGroup in the lane, failing the test on error.
 func (l *Lane) CreatePodGroup(ctx context.Context, t testing.TB, g scenarios.Group) *schedv1beta1.PodGroup {
 	t.Helper()
-	pg, err := l.Client.SchedulingV1beta1().PodGroups(l.Name).Create(ctx, scenarios.PodGroup(l.Name, g), metav1.CreateOptions{})
+	pg, err := l.Gang.PodGroups(l.Name).Create(ctx, scenarios.PodGroup(l.Name, g), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create PodGroup %s/%s: %v", l.Name, g.Name, err)
 	}
@@ -161,7 +164,7 @@ func (l *Lane) Pods(ctx context.Context) ([]corev1.Pod, error) {
 
 // PodGroup gets a PodGroup of the lane.
 func (l *Lane) PodGroup(ctx context.Context, name string) (*schedv1beta1.PodGroup, error) {
-	return l.Client.SchedulingV1beta1().PodGroups(l.Name).Get(ctx, name, metav1.GetOptions{})
+	return l.Gang.PodGroups(l.Name).Get(ctx, name, metav1.GetOptions{})
 }
 
 // Events lists the lane's events about one object (all objects when name is empty).

@@ -332,7 +332,7 @@ func mcBlocker(ctx context.Context, t *testing.T, l *Lane, name string, gpus int
 func mcPatchMinCount(ctx context.Context, t *testing.T, l *Lane, group string, minCount int32) {
 	t.Helper()
 	patch := fmt.Appendf(nil, `{"spec":{"schedulingPolicy":{"gang":{"minCount":%d}}}}`, minCount)
-	pg, err := l.Client.SchedulingV1beta1().PodGroups(l.Name).Patch(ctx, group, types.MergePatchType, patch, metav1.PatchOptions{})
+	pg, err := l.Gang.PodGroups(l.Name).Patch(ctx, group, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		t.Fatalf("patch PodGroup %s minCount to %d: %v", group, minCount, err)
 	}

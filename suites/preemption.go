@@ -118,7 +118,7 @@ func startRecorder(ctx context.Context, t *testing.T, l *Lane, keep bool) *recor
 	for i := range pl.Items {
 		r.pod(&pl.Items[i], false)
 	}
-	pgs := l.Client.SchedulingV1beta1().PodGroups(l.Name)
+	pgs := l.Gang.PodGroups(l.Name)
 	gl, err := pgs.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		cancel()

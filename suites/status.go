@@ -179,7 +179,7 @@ func statusFeatures() []Feature {
 					if !unschedulable {
 						t.Skip("needs the unschedulable gang STA-03 establishes")
 					}
-					pg, err := l.Client.SchedulingV1beta1().PodGroups(l.Name).Patch(ctx, "gang", types.MergePatchType,
+					pg, err := l.Gang.PodGroups(l.Name).Patch(ctx, "gang", types.MergePatchType,
 						[]byte(`{"spec":{"schedulingPolicy":{"gang":{"minCount":2}}}}`), metav1.PatchOptions{})
 					if err != nil {
 						t.Fatalf("patch minCount 3→2: %v", err)
@@ -293,7 +293,7 @@ func statusFeatures() []Feature {
 					ms := Members("gang", 2, 1)
 					l.CreatePods(ctx, t, ms...)
 					l.WaitBound(ctx, t, l.env.d(60*time.Second), names(ms)...)
-					if err := l.Client.SchedulingV1beta1().PodGroups(l.Name).Delete(ctx, "gang", metav1.DeleteOptions{}); err != nil {
+					if err := l.Gang.PodGroups(l.Name).Delete(ctx, "gang", metav1.DeleteOptions{}); err != nil {
 						t.Fatalf("delete PodGroup: %v", err)
 					}
 					Consistently(ctx, t, l.env.d(5*time.Second), "PodGroup gang present, terminating, with "+ProtectionFinalizer, func(ctx context.Context) (bool, string, error) {

@@ -60,18 +60,18 @@ func valExpectRejected(t *testing.T, what string, err error, kind valRejection, 
 
 // valCreatePG sends a PodGroup and returns the stored object or the error.
 func valCreatePG(ctx context.Context, l *Lane, pg *schedv1beta1.PodGroup) (*schedv1beta1.PodGroup, error) {
-	return l.Client.SchedulingV1beta1().PodGroups(l.Name).Create(ctx, pg, metav1.CreateOptions{})
+	return l.Gang.PodGroups(l.Name).Create(ctx, pg, metav1.CreateOptions{})
 }
 
 func valDeletePG(ctx context.Context, l *Lane, name string) func() {
 	return func() {
-		_ = l.Client.SchedulingV1beta1().PodGroups(l.Name).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+		_ = l.Gang.PodGroups(l.Name).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
 	}
 }
 
 // valPatchPG sends a JSON merge patch of a PodGroup's spec.
 func valPatchPG(ctx context.Context, l *Lane, name, patch string) (*schedv1beta1.PodGroup, error) {
-	return l.Client.SchedulingV1beta1().PodGroups(l.Name).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return l.Gang.PodGroups(l.Name).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 }
 
 func valInt32(v int32) *int32 { return &v }
@@ -181,12 +181,22 @@ func validationFeatures() []Feature {
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
 					// The class only has to exist at create time (Priority admission runs on create).
 					pc := l.PriorityClass(ctx, t, "val10", 500, false)
+					// The Workloads the PodGroup refers to (and VAL-13 points it at) exist, so the
+					// update rules are checked on v1.36 too, whose admission rejects PodGroups of a
+					// missing Workload (VAL-09); v1.37 does not care either way.
+					for _, w := range []string{"wl-a", "wl-b"} {
+						if _, err := valCreateWorkload(ctx, l, w, 1, nil); err != nil {
+							t.Fatalf("create Workload %s: %v", w, err)
+						}
+					}
 					if _, err := valCreatePG(ctx, l, scenarios.PodGroup(l.Name, scenarios.Group{Name: immutable, MinCount: 3, Workload: "wl-a", Template: "t0", PriorityClassName: pc})); err != nil {
 						t.Fatalf("create: %v", err)
 					}
 					got, err := valPatchPG(ctx, l, immutable, `{"spec":{"schedulingPolicy":{"gang":{"minCount":2}}}}`)
 					if err != nil {
-						t.Fatalf("minCount 3→2: %v, want accepted", err)
+						// Errorf, not Fatalf: the update rules below check the same stored object.
+						t.Errorf("minCount 3→2: %v, want accepted", err)
+						return
 					}
 					if got.Spec.SchedulingPolicy.Gang == nil || got.Spec.SchedulingPolicy.Gang.MinCount != 2 {
 						t.Errorf("read-back policy %+v, want gang minCount 2", got.Spec.SchedulingPolicy)
@@ -284,12 +294,12 @@ func valCreateWorkload(ctx context.Context, l *Lane, name string, n int, classes
 			ts[i].PriorityClassName = classes[i]
 		}
 	}
-	return l.Client.SchedulingV1beta1().Workloads(l.Name).Create(ctx, scenarios.Workload(l.Name, name, ts...), metav1.CreateOptions{})
+	return l.Gang.Workloads(l.Name).Create(ctx, scenarios.Workload(l.Name, name, ts...), metav1.CreateOptions{})
 }
 
 func valDeleteWorkload(ctx context.Context, l *Lane, name string) func() {
 	return func() {
-		_ = l.Client.SchedulingV1beta1().Workloads(l.Name).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+		_ = l.Gang.Workloads(l.Name).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
 	}
 }
 
@@ -301,7 +311,7 @@ func valPatchTemplates(ctx context.Context, l *Lane, name string, n int) (*sched
 		items[i] = fmt.Sprintf(`{"name":"t%d","schedulingPolicy":{"basic":{}}}`, i)
 	}
 	patch := `{"spec":{"podGroupTemplates":[` + strings.Join(items, ",") + `]}}`
-	return l.Client.SchedulingV1beta1().Workloads(l.Name).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return l.Gang.Workloads(l.Name).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 }
 
 func valPtr(p *int32) string {

@@ -26,10 +26,14 @@ const ProviderName = "existing"
 // GangAPI is the group/version of PodGroups in Kubernetes v1.37.
 const GangAPI = "scheduling.k8s.io/v1beta1"
 
+// GangAPIv1alpha2 is where Kubernetes v1.36 serves them; the harness converts (scenarios/gangapi).
+const GangAPIv1alpha2 = "scheduling.k8s.io/v1alpha2"
+
 // Info is what discovery found.
 type Info struct {
 	ServerVersion string
-	// GangAPIServed reports whether podgroups are served at GangAPI; Missing says why not.
+	// GangAPIServed reports whether podgroups are served at GangAPI (or, on v1.36, GangAPIv1alpha2);
+	// Missing says why not.
 	GangAPIServed bool
 	Missing       string
 	// SchedulerMetrics says how the scheduler's metrics were found, or why they were not.
@@ -86,14 +90,25 @@ func Open(ctx context.Context, kubeconfig, contextName string) (*clusters.Cluste
 func gangAPI(cs kubernetes.Interface) (bool, string) {
 	res, err := cs.Discovery().ServerResourcesForGroupVersion(GangAPI)
 	if err != nil {
-		return false, fmt.Sprintf("%s is not served (%v): the apiserver needs --runtime-config=scheduling.k8s.io/v1beta1=true and --feature-gates=GenericWorkload=true", GangAPI, err)
-	}
-	for _, r := range res.APIResources {
-		if r.Name == "podgroups" {
+		// A v1.36 cluster serves the older shape, which the harness speaks too.
+		if old, oerr := cs.Discovery().ServerResourcesForGroupVersion(GangAPIv1alpha2); oerr == nil && hasPodGroups(old.APIResources) {
 			return true, ""
 		}
+		return false, fmt.Sprintf("%s is not served (%v): the apiserver needs --runtime-config=scheduling.k8s.io/v1beta1=true and --feature-gates=GenericWorkload=true (on v1.36: scheduling.k8s.io/v1alpha2=true and GenericWorkload, GangScheduling, WorkloadAwarePreemption)", GangAPI, err)
+	}
+	if hasPodGroups(res.APIResources) {
+		return true, ""
 	}
 	return false, GangAPI + " is served without podgroups: the apiserver needs --feature-gates=GenericWorkload=true"
+}
+
+func hasPodGroups(rs []metav1.APIResource) bool {
+	for _, r := range rs {
+		if r.Name == "podgroups" {
+			return true
+		}
+	}
+	return false
 }
 
 // schedulerMetrics looks for a kube-scheduler static pod (kubeadm, kind) and tries its metrics

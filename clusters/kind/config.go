@@ -69,7 +69,7 @@ func kubeadmComponent(c clusters.Component) (string, bool) {
 // clusterFeatureGates are the gates of every component (kind passes featureGates to the apiserver,
 // controller-manager, scheduler, kubelets and kube-proxy).
 func clusterFeatureGates(spec clusters.Spec) map[string]bool {
-	g := DefaultFeatureGates()
+	g := clusters.GangFeatureGates(spec.KubernetesVersion)
 	maps.Copy(g, spec.FeatureGates)
 	return g
 }
@@ -190,7 +190,7 @@ func RenderConfig(spec clusters.Spec, o Options) ([]byte, error) {
 
 func renderPlan(pl plan, schedulerPort int) ([]byte, error) {
 	spec := pl.Spec
-	rc := DefaultRuntimeConfig()
+	rc := clusters.GangRuntimeConfig(spec.KubernetesVersion)
 	maps.Copy(rc, spec.RuntimeConfig)
 
 	patch, err := yaml.Marshal(clusterConfigurationPatch(spec))

@@ -213,14 +213,6 @@ func isEngine(s string) bool {
 	return false
 }
 
-// DefaultFeatureGates are on for every component: gang scheduling is what gangbench tests.
-func DefaultFeatureGates() map[string]bool { return map[string]bool{"GenericWorkload": true} }
-
-// DefaultRuntimeConfig enables the gang API, which v1.37 serves only when asked.
-func DefaultRuntimeConfig() map[string]string {
-	return map[string]string{"scheduling.k8s.io/v1beta1": "true"}
-}
-
 // nameRE is the local provider's rule; kind also needs the name to be a valid container name prefix,
 // which this is.
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$`)

@@ -32,17 +32,9 @@ func (l layout) pki(name string) string        { return l.PKIDir + "/" + name }
 func (l layout) kubeconfig(user string) string { return l.Dir + "/kubeconfig-" + user }
 func (l layout) kwokConfig() string            { return l.Dir + "/kwok.yaml" }
 
-// defaultFeatureGates are on for every Kubernetes component: gang scheduling is what we test.
-func defaultFeatureGates() map[string]bool { return map[string]bool{"GenericWorkload": true} }
-
-// defaultRuntimeConfig enables the gang API, which v1.37 serves only when asked.
-func defaultRuntimeConfig() map[string]string {
-	return map[string]string{"scheduling.k8s.io/v1beta1": "true"}
-}
-
 // featureGatesFor merges the defaults, the cluster-wide gates and the component's own overrides.
 func featureGatesFor(spec clusters.Spec, c clusters.Component) map[string]bool {
-	g := defaultFeatureGates()
+	g := clusters.GangFeatureGates(spec.KubernetesVersion)
 	maps.Copy(g, spec.FeatureGates)
 	maps.Copy(g, spec.ComponentFeatureGates[c])
 	return g
@@ -90,7 +82,7 @@ func componentArgs(c clusters.Component, l layout, spec clusters.Spec) ([]string
 			"log-level":       "warn",
 		}
 	case clusters.APIServer:
-		rc := defaultRuntimeConfig()
+		rc := clusters.GangRuntimeConfig(spec.KubernetesVersion)
 		maps.Copy(rc, spec.RuntimeConfig)
 		flags = map[string]string{
 			"etcd-servers":                     fmt.Sprintf("http://%s:%d", loopback, l.Ports.EtcdClient),

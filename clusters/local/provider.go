@@ -93,6 +93,8 @@ func Validate(spec clusters.Spec) error {
 	if spec.KubernetesVersion != "" {
 		if err := k8sbin.ValidateKubeVersion(spec.KubernetesVersion); err != nil {
 			errs = append(errs, err)
+		} else if m := clusters.MinorOf(spec.KubernetesVersion); m < clusters.GangMinMinor {
+			errs = append(errs, fmt.Errorf("kubernetes version %s: gang scheduling as gangbench speaks it starts with v1.%d (scheduling.k8s.io/v1alpha2; v1beta1 from v1.37)", spec.KubernetesVersion, clusters.GangMinMinor))
 		}
 	}
 	for c := range spec.ExtraArgs {
@@ -210,6 +212,12 @@ func (r *run) start(ctx context.Context) (*clusters.Cluster, error) {
 	versions, err := r.probeVersions(ctx)
 	if err != nil {
 		return nil, err
+	}
+	// Gates, runtime-config and the gang API follow the control plane's minor version; a scheduler
+	// of another minor would get gates it rejects and speak an API the apiserver does not serve.
+	if sv, av := versions[clusters.Scheduler], versions[clusters.APIServer]; clusters.MinorOf(sv) != clusters.MinorOf(av) {
+		return nil, fmt.Errorf("scheduler %s is %s but the control plane is %s: run it on a control plane of its minor version (--k8s-version v1.%d.x); the gang API and its feature gates differ between minor versions",
+			r.binary(clusters.Scheduler), sv, av, clusters.MinorOf(sv))
 	}
 	pt, err := allocatePorts()
 	if err != nil {

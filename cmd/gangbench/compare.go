@@ -23,6 +23,7 @@ import (
 	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/results/compare"
 	"github.com/gangbench/gangbench/results/report"
+	"github.com/gangbench/gangbench/suites"
 )
 
 // exitRegression is the CI gate's code: a significant regression or an assertion that went from pass
@@ -155,8 +156,8 @@ func runCompare(ctx context.Context, g *globalOpts, f *compareFlags, stdout, std
 		if err := k8sbin.ValidateKubeVersion(s.version); err != nil {
 			return usageError{fmt.Errorf("--%s-version: %w", s.name, err)}
 		}
-		if minorOf(s.version) < 37 {
-			return usageError{fmt.Errorf("--%s-version %s: before v1.37 gang scheduling is served as scheduling.k8s.io/v1alpha2, which gangbench's builders do not speak yet", s.name, s.version)}
+		if clusters.MinorOf(s.version) < clusters.GangMinMinor {
+			return usageError{fmt.Errorf("--%s-version %s: gangbench speaks gang scheduling from v1.%d on (scheduling.k8s.io/v1alpha2 on v1.36, v1beta1 from v1.37)", s.name, s.version, clusters.GangMinMinor)}
 		}
 	}
 	started := time.Now()
@@ -267,10 +268,15 @@ func (f *compareFlags) runBoth(ctx context.Context, g *globalOpts, root, runDir 
 	return nil
 }
 
-func minorOf(v string) int {
-	var major, minor int
-	fmt.Sscanf(strings.TrimPrefix(v, "v"), "%d.%d", &major, &minor)
-	return minor
+// ranVersion is the Kubernetes version a side's runs recorded (the control plane's --version),
+// falling back to the requested one.
+func (s *compareSide) ranVersion() string {
+	for _, r := range slices.Concat(s.e2eRuns, s.perfRuns) {
+		if v := r.Environment.KubernetesVersion; v != "" {
+			return v
+		}
+	}
+	return s.version
 }
 
 // reportComparison computes the verdicts and writes compare.{md,json,html}.
@@ -280,7 +286,9 @@ func (f *compareFlags) reportComparison(runDir string, stdout io.Writer) error {
 		sides[i] = compare.Side{Label: s.describe(), Runs: slices.Concat(s.e2eRuns, schedulerFigures(s.perfRuns))}
 		s.timeline, s.latencies = plotData(s.perfDirs)
 	}
-	rep, err := compare.Compare(sides[0], sides[1], compare.Options{Alpha: f.alpha, MinEffect: f.minEffect})
+	// Across minor versions (v1.36 vs v1.37) some assertions state what only one of them does.
+	notComparable := suites.NotComparable(f.old.ranVersion(), f.new.ranVersion())
+	rep, err := compare.Compare(sides[0], sides[1], compare.Options{Alpha: f.alpha, MinEffect: f.minEffect, NotComparable: notComparable})
 	if err != nil {
 		return codedError{err, exitError}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/results/compare"
 )
 
@@ -82,5 +83,65 @@ func TestIntegrationCompareSelf(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no binding-rate metric in the comparison: %+v", rep.Metrics)
+	}
+}
+
+// TestIntegrationCompareAcrossMinorVersions compares a whole v1.36 control plane (gang API
+// scheduling.k8s.io/v1alpha2) with v1.37 (v1beta1): the builders must speak each side's version,
+// perf must measure both, and the assertions whose semantics changed must come out "not comparable"
+// while the unchanged ones are compared (a v1.36 behaviour outside the documented differences would
+// be reported as a regression or fix and fail this test through the exit code).
+func TestIntegrationCompareAcrossMinorVersions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real clusters; skipped with -short")
+	}
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := run([]string{"compare", "--old-version", "v1.36.3", "--new-version", "v1.37.2",
+		"--suites", "experiments,mincount", "--repetitions", "2", "--scenario", "smoke",
+		"--fail-on-regression", "--run-dir", dir}, &out, &errb)
+	t.Logf("stdout:\n%s", out.String())
+	if code != 0 {
+		t.Fatalf("exit %d, want 0 (only documented differences)\nstderr:\n%s", code, errb.String())
+	}
+	rep := readCompare(t, dir)
+	byID := map[string]compare.AssertionChange{}
+	for _, a := range rep.Assertions {
+		byID[a.ID] = a
+	}
+	if a := byID["EXP-2b"]; a.Change != compare.ChangeNotComparable || !strings.Contains(a.Reason, "v1.36 differs") {
+		t.Errorf("EXP-2b (message changed in v1.37): %+v, want not comparable with the v1.36 reason", a)
+	}
+	if a := byID["MIN-09"]; a.Change != compare.ChangeNotComparable {
+		t.Errorf("MIN-09 (minCount immutable in v1alpha2): %+v, want not comparable", a)
+	}
+	for _, id := range []string{"EXP-1b", "MIN-01", "MIN-04"} {
+		if a := byID[id]; a.Change != compare.ChangeUnchanged || a.Old != "pass" || a.New != "pass" {
+			t.Errorf("%s (same in both versions): %+v, want unchanged pass on both sides", id, a)
+		}
+	}
+	apis := map[string]bool{}
+	for _, side := range []string{"old", "new"} {
+		for _, sub := range []string{"e2e-1", "perf-1"} {
+			r, err := results.Read(filepath.Join(dir, side, sub))
+			if err != nil {
+				t.Fatal(err)
+			}
+			apis[side+" "+r.Environment.GangAPI] = true
+		}
+	}
+	for _, want := range []string{"old scheduling.k8s.io/v1alpha2", "new scheduling.k8s.io/v1beta1"} {
+		if !apis[want] {
+			t.Errorf("gang API recorded per side %v, want %q", apis, want)
+		}
+	}
+	rates := 0
+	for _, m := range rep.Metrics {
+		if m.Metric == "bindingRate.Average" && m.Verdict != compare.NotComparable {
+			rates++
+		}
+	}
+	if rates == 0 {
+		t.Errorf("no comparable binding rate: v1.36's perf side did not measure; metrics %+v", rep.Metrics)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/gangbench/gangbench/perf/measure"
 	"github.com/gangbench/gangbench/perf/scenario"
 	"github.com/gangbench/gangbench/scenarios"
+	"github.com/gangbench/gangbench/scenarios/gangapi"
 )
 
 // Defaults for the generator's client and concurrency.
@@ -53,7 +54,9 @@ func Config(base *rest.Config, qps float32, burst int) *rest.Config {
 
 // Generator creates objects of scenario phases in one namespace.
 type Generator struct {
-	Client        kubernetes.Interface
+	Client kubernetes.Interface
+	// Gang creates PodGroups in the version the cluster serves; nil means v1beta1 through Client.
+	Gang          *gangapi.Client
 	Namespace     string
 	SchedulerName string
 	Workers       int
@@ -172,7 +175,7 @@ func (g *Generator) group(ctx context.Context, ph scenario.Phase, i int) (int, e
 		Labels: map[string]string{measure.PhaseLabel: ph.Name},
 	})
 	err := retry(ctx, func() error {
-		_, err := g.Client.SchedulingV1beta1().PodGroups(g.Namespace).Create(ctx, pg, metav1.CreateOptions{})
+		_, err := g.podGroups().Create(ctx, pg, metav1.CreateOptions{})
 		return err
 	})
 	if err != nil {
@@ -326,4 +329,12 @@ func retriable(err error) bool {
 // unreachable reports errors of a connection that was refused or dropped: no API status at all.
 func unreachable(err error) bool {
 	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsHTTP2ConnectionLost(err) || utilnet.IsProbableEOF(err)
+}
+
+// podGroups is where PodGroups go: the served version's client, or v1beta1 through Client.
+func (g *Generator) podGroups() gangapi.PodGroups {
+	if g.Gang != nil {
+		return g.Gang.PodGroups(g.Namespace)
+	}
+	return g.Client.SchedulingV1beta1().PodGroups(g.Namespace)
 }

@@ -25,7 +25,7 @@ func newInvariants(env *Env) Measurement { return &invariants{env: env} }
 // Start begins watching PodGroup status for monotonicity: a PodGroupInitiallyScheduled that goes
 // from True back to anything else is a scheduler bug, and load is where races show.
 func (m *invariants) Start(ctx context.Context) error {
-	m.mon = monitor.New(m.env.Client, monitor.Options{})
+	m.mon = monitor.New(m.env.Client, monitor.Options{Gang: m.env.Gang})
 	sctx, cancel := context.WithTimeout(ctx, monitorSyncTimeout)
 	defer cancel()
 	if err := m.mon.Start(sctx); err != nil {

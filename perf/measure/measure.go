@@ -12,6 +12,7 @@ import (
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/perf/scenario"
 	"github.com/gangbench/gangbench/results"
+	"github.com/gangbench/gangbench/scenarios/gangapi"
 )
 
 // Measurement is one thing measured over a repetition's measured window.
@@ -24,8 +25,10 @@ type Measurement interface {
 
 // Env is what a measurement may use. The runner fills it per repetition.
 type Env struct {
-	Cluster   *clusters.Cluster
-	Client    kubernetes.Interface
+	Cluster *clusters.Cluster
+	Client  kubernetes.Interface
+	// Gang reaches PodGroups in the version the cluster serves; nil means v1beta1 through Client.
+	Gang      *gangapi.Client
 	Namespace string
 	Scenario  *scenario.Scenario
 	// Timeline holds creates (from the load generator) and binds (from the pod watch).

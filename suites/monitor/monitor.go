@@ -16,9 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/gangbench/gangbench/scenarios/gangapi"
 )
 
 // DefaultConditionType is the only PodGroup condition the v1.37 scheduler writes.
@@ -41,6 +42,9 @@ type Options struct {
 	ConditionType string
 	// Clock stamps observations; nil means time.Now. Tests replace it to get stable timelines.
 	Clock func() time.Time
+	// Gang reaches PodGroups in the version the cluster serves; nil means v1beta1 through cs. Its
+	// conversion maps the served condition type (v1.36's PodGroupScheduled) to v1beta1's.
+	Gang *gangapi.Client
 }
 
 // Stats summarises what a Monitor saw, so a report can show that the monitor was actually watching
@@ -63,6 +67,7 @@ type uidState struct {
 // Monitor records PodGroup condition transitions. The zero value is not usable; call New.
 type Monitor struct {
 	cs    kubernetes.Interface
+	gang  *gangapi.Client
 	ctype string
 	clock func() time.Time
 
@@ -71,11 +76,11 @@ type Monitor struct {
 	state       map[types.UID]*uidState
 	watchErrors int
 
-	lifecycle sync.Mutex // serialises Start and Stop, which must not hold mu (handlers take it)
-	started   bool
-	stopCh    chan struct{}
-	stopOnce  sync.Once
-	factory   informers.SharedInformerFactory
+	lifecycle    sync.Mutex // serialises Start and Stop, which must not hold mu (handlers take it)
+	started      bool
+	stopCh       chan struct{}
+	stopOnce     sync.Once
+	informerDone chan struct{}
 }
 
 // New returns a Monitor over cs. It does nothing until Start; Observe works without Start, which is
@@ -83,6 +88,7 @@ type Monitor struct {
 func New(cs kubernetes.Interface, opts Options) *Monitor {
 	m := &Monitor{
 		cs:    cs,
+		gang:  opts.Gang,
 		ctype: opts.ConditionType,
 		clock: opts.Clock,
 		state: map[types.UID]*uidState{},
@@ -105,8 +111,15 @@ func (m *Monitor) Start(ctx context.Context) error {
 	if m.started {
 		return errors.New("monitor: Start called twice; a Monitor is single-use")
 	}
-	if m.cs == nil {
+	if m.cs == nil && m.gang == nil {
 		return errors.New("monitor: no clientset")
+	}
+	gang := m.gang
+	if gang == nil {
+		var err error
+		if gang, err = gangapi.NewClient(gangapi.V1beta1(), m.cs, nil); err != nil {
+			return fmt.Errorf("monitor: %w", err)
+		}
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -116,17 +129,16 @@ func (m *Monitor) Start(ctx context.Context) error {
 
 	// The reflector retries a missing resource forever and only logs; probing first turns "API not
 	// served" into an immediate, explicit error instead of a sync timeout.
-	if _, err := m.cs.SchedulingV1beta1().PodGroups(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+	if _, err := gang.PodGroups(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("monitor: scheduling.k8s.io/v1beta1 podgroups is not served by this apiserver (GenericWorkload feature gate and runtime-config off?): %w", err)
+			return fmt.Errorf("monitor: %s podgroups is not served by this apiserver (GenericWorkload feature gate and runtime-config off?): %w", gang.API(), err)
 		}
-		return fmt.Errorf("monitor: list scheduling.k8s.io/v1beta1 podgroups: %w", err)
+		return fmt.Errorf("monitor: list %s podgroups: %w", gang.API(), err)
 	}
 
 	// Resync 0: a periodic resync would replay unchanged objects, which Observe drops anyway, so it
 	// would only cost CPU.
-	factory := informers.NewSharedInformerFactory(m.cs, 0)
-	inf := factory.Scheduling().V1beta1().PodGroups().Informer()
+	inf := cache.NewSharedIndexInformer(gang.PodGroupListWatch(metav1.NamespaceAll), &schedv1beta1.PodGroup{}, 0, cache.Indexers{})
 	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		m.mu.Lock()
 		m.watchErrors++
@@ -144,9 +156,12 @@ func (m *Monitor) Start(ctx context.Context) error {
 		return fmt.Errorf("monitor: add handler: %w", err)
 	}
 
-	stopCh := make(chan struct{})
-	factory.Start(stopCh)
-	m.started, m.stopCh, m.factory = true, stopCh, factory
+	stopCh, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		inf.Run(stopCh)
+	}()
+	m.started, m.stopCh, m.informerDone = true, stopCh, done
 	// The registration, not the informer: it syncs only once our handler has been called for the
 	// initial list, which is what "observed at return" promises.
 	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
@@ -170,7 +185,7 @@ func (m *Monitor) stopLocked() {
 	}
 	m.stopOnce.Do(func() {
 		close(m.stopCh)
-		m.factory.Shutdown()
+		<-m.informerDone
 	})
 }
 
