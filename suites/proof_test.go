@@ -58,19 +58,20 @@ func skipUnlessProof(t *testing.T) {
 // failure mode: an apiserver that does not serve the API stops the run before any test.)
 func TestProofGangSchedulingOff(t *testing.T) {
 	skipUnlessProof(t)
-	err, out, failed := runSuiteBinary(t, "^(TestExperiments|TestBarriers|TestMinCount|TestPreemption|TestStatus|TestObservability)$",
+	err, out, failed := runSuiteBinary(t, "^(TestExperiments|TestBarriers|TestMinCount|TestPreemption|TestStatus|TestObservability|TestFaults)$",
 		"-scheduler-feature-gates", "GenericWorkload=false")
 	t.Logf("failed assertions against a scheduler without gang scheduling: %v", failed)
 	if err == nil {
 		t.Fatalf("the suites passed against a scheduler with gang scheduling off:\n%s", tail(out, 60))
 	}
-	for _, test := range []string{"TestExperiments", "TestBarriers", "TestMinCount", "TestPreemption", "TestStatus", "TestObservability"} {
+	for _, test := range []string{"TestExperiments", "TestBarriers", "TestMinCount", "TestPreemption", "TestStatus", "TestObservability", "TestFaults"} {
 		if len(failed[test]) == 0 {
 			t.Errorf("%s reported no failure against a scheduler with gang scheduling off", test)
 		}
 	}
 	// The defining gang behaviours must be among them.
-	for _, id := range []string{"EXP-1b", "BAR-05", "BAR-16", "MIN-04"} {
+	// FLT-02 and FLT-15: gangs split across a scheduler restart and under unhealthy GPUs.
+	for _, id := range []string{"EXP-1b", "BAR-05", "BAR-16", "MIN-04", "FLT-02", "FLT-15"} {
 		if !strings.Contains(out, "--- FAIL") || !containsID(failed, id) {
 			t.Errorf("%s did not fail against a scheduler with gang scheduling off", id)
 		}
