@@ -66,7 +66,7 @@ test: k8s-build k8s-build-prev ## Everything CI runs: vet, unit tests, and integ
 # per command). Seed corpora live in each package's testdata/fuzz.
 FUZZTIME ?= 10s
 FUZZ_TARGETS := FuzzDecodeScenario:./perf/scenario/ FuzzDecodeSLO:./perf/slo/ FuzzParseSLOExpr:./perf/slo/ \
-	FuzzStrictYAML:./perf/internal/strictyaml/ FuzzReadRun:./results/ FuzzReadTimeline:./suites/monitor/
+	FuzzStrictYAML:./perf/internal/strictyaml/ FuzzReadRun:./results/ FuzzReadTimeline:./observe/monitor/
 
 .PHONY: fuzz
 fuzz: ## Fuzz every decoder for FUZZTIME each (default 10s)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf/measure"
 	"github.com/gangbench/gangbench/perf/scenario"
 	"github.com/gangbench/gangbench/perf/slo"
@@ -307,7 +308,7 @@ func (fr *faultRun) podCreated() {
 
 // start arms the faults at the start of the measured window. Only pods created from now on count
 // toward a percentage, so a prefill does not trigger anything.
-func (fr *faultRun) start(ctx context.Context, windowStart time.Time, tl *measure.Timeline, measured []string) {
+func (fr *faultRun) start(ctx context.Context, windowStart time.Time, tl *timeline.Timeline, measured []string) {
 	if fr == nil {
 		return
 	}
@@ -335,7 +336,7 @@ func (fr *faultRun) start(ctx context.Context, windowStart time.Time, tl *measur
 // inject breaks the component and starts it again. What existed before the fault is taken from
 // the timeline afterwards (every create the apiserver acknowledged before fs.at), not listed
 // here: a list of thousands of pods would delay the fault past its trigger.
-func (fr *faultRun) inject(ctx context.Context, fs *faultState, tl *measure.Timeline, measured []string) {
+func (fr *faultRun) inject(ctx context.Context, fs *faultState, tl *timeline.Timeline, measured []string) {
 	fr.serial.Lock()
 	defer fr.serial.Unlock()
 	fs.createdAt = fr.created.Load()
@@ -459,7 +460,7 @@ func (fr *faultRun) restarted() map[clusters.Component]bool {
 // items computes the fault DataItems once the repetition's pods are bound (or the wait ended).
 // gathered are the measurements' items: the invariants' unbound-fitting count tells "nothing was
 // bound after the restart because nothing fitting was left" from "the scheduler did not recover".
-func (fr *faultRun) items(ctx context.Context, events []measure.Event, grace time.Duration, gathered []results.DataItem, note func(string, ...any)) ([]results.DataItem, error) {
+func (fr *faultRun) items(ctx context.Context, events []timeline.Event, grace time.Duration, gathered []results.DataItem, note func(string, ...any)) ([]results.DataItem, error) {
 	podsAfter, groupsAfter, err := fr.names(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("faults: list the namespace after recovery: %w", err)
@@ -467,11 +468,11 @@ func (fr *faultRun) items(ctx context.Context, events []measure.Event, grace tim
 	created, createdGroups, deleted := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, e := range events {
 		switch e.Kind {
-		case measure.PodCreated:
+		case timeline.PodCreated:
 			created[e.Pod] = true
-		case measure.PodGroupCreated:
+		case timeline.PodGroupCreated:
 			createdGroups[e.Group] = true
-		case measure.PodDeleted:
+		case timeline.PodDeleted:
 			deleted[e.Pod] = true
 		}
 	}
@@ -499,7 +500,7 @@ func (fr *faultRun) items(ctx context.Context, events []measure.Event, grace tim
 			what = "the GPUs were unhealthy"
 		}
 		recoveredAt := fs.ready
-		if first, ok := measure.FirstBindAfter(events, fs.ready); ok {
+		if first, ok := timeline.FirstBindAfter(events, fs.ready); ok {
 			rec[measure.Value] = first.Time.Sub(fs.at).Seconds()
 			rec["Recovered"] = 1
 			recoveredAt = first.Time
@@ -544,7 +545,7 @@ func (fr *faultRun) items(ctx context.Context, events []measure.Event, grace tim
 		if fs.gpu != nil {
 			partialFrom = fs.at
 		}
-		partial := measure.PartialAfter(events, grace, partialFrom)
+		partial := timeline.PartialAfter(events, grace, partialFrom)
 		for _, p := range partial {
 			note("fault %s: partial placement after recovery: %s", fs.Spec, p)
 		}
@@ -557,16 +558,16 @@ func (fr *faultRun) items(ctx context.Context, events []measure.Event, grace tim
 
 // createdBefore returns the pods and PodGroups whose create the apiserver acknowledged before t:
 // what the namespace held when the fault came (the harness is the only writer there).
-func createdBefore(events []measure.Event, t time.Time) (pods, groups map[string]bool) {
+func createdBefore(events []timeline.Event, t time.Time) (pods, groups map[string]bool) {
 	pods, groups = map[string]bool{}, map[string]bool{}
 	for _, e := range events {
 		if !e.Time.Before(t) {
 			continue
 		}
 		switch e.Kind {
-		case measure.PodCreated:
+		case timeline.PodCreated:
 			pods[e.Pod] = true
-		case measure.PodGroupCreated:
+		case timeline.PodGroupCreated:
 			groups[e.Group] = true
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf/measure"
 	"github.com/gangbench/gangbench/perf/scenario"
 	"github.com/gangbench/gangbench/results"
@@ -171,7 +172,7 @@ func TestFaultRunKillAtHalf(t *testing.T) {
 	}
 	sc := &scenario.Scenario{Phases: []scenario.Phase{{Name: "p"}}}
 	fr := newFaultRun(ctl, cs, ns, []Fault{f}, sc, 4, slog.New(slog.DiscardHandler))
-	tl := measure.NewTimeline(nil)
+	tl := timeline.NewTimeline(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -202,12 +203,12 @@ func TestFaultRunKillAtHalf(t *testing.T) {
 	if err := cs.CoreV1().Pods(ns).Delete(ctx, "g0-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	events := []measure.Event{
-		{Time: t0, Kind: measure.PodGroupCreated, Group: "g0", Phase: "p", Policy: "gang", MinCount: 2},
-		{Time: t0, Kind: measure.PodCreated, Group: "g0", Pod: "g0-0", Phase: "p"},
-		{Time: t0, Kind: measure.PodCreated, Group: "g0", Pod: "g0-1", Phase: "p"},
-		{Time: fs.ready, Kind: measure.PodCreated, Group: "g0", Pod: "g0-2", Phase: "p"},
-		{Time: fs.ready.Add(time.Second), Kind: measure.PodBound, Group: "g0", Pod: "g0-0", Phase: "p"},
+	events := []timeline.Event{
+		{Time: t0, Kind: timeline.PodGroupCreated, Group: "g0", Phase: "p", Policy: "gang", MinCount: 2},
+		{Time: t0, Kind: timeline.PodCreated, Group: "g0", Pod: "g0-0", Phase: "p"},
+		{Time: t0, Kind: timeline.PodCreated, Group: "g0", Pod: "g0-1", Phase: "p"},
+		{Time: fs.ready, Kind: timeline.PodCreated, Group: "g0", Pod: "g0-2", Phase: "p"},
+		{Time: fs.ready.Add(time.Second), Kind: timeline.PodBound, Group: "g0", Pod: "g0-0", Phase: "p"},
 	}
 	var notes []string
 	note := func(format string, args ...any) { notes = append(notes, fmt.Sprintf(format, args...)) }
@@ -250,7 +251,7 @@ func TestFaultRunNotInjected(t *testing.T) {
 	sc := &scenario.Scenario{Phases: []scenario.Phase{{Name: "p"}}}
 	late, _ := ParseFault("kwok-restart@1h")
 	fr := newFaultRun(&fakeControl{}, cs, "ns", []Fault{late}, sc, 10, slog.New(slog.DiscardHandler))
-	fr.start(context.Background(), time.Now(), measure.NewTimeline(nil), []string{"p"})
+	fr.start(context.Background(), time.Now(), timeline.NewTimeline(nil), []string{"p"})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := fr.wait(ctx); err == nil || !strings.Contains(err.Error(), "fault kwok-restart@1h was not injected") {
@@ -260,7 +261,7 @@ func TestFaultRunNotInjected(t *testing.T) {
 
 	now, _ := ParseFault("apiserver-restart@0s")
 	fr = newFaultRun(&fakeControl{fail: errors.New("boom")}, cs, "ns", []Fault{now}, sc, 10, slog.New(slog.DiscardHandler))
-	fr.start(context.Background(), time.Now(), measure.NewTimeline(nil), []string{"p"})
+	fr.start(context.Background(), time.Now(), timeline.NewTimeline(nil), []string{"p"})
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel2()
 	if err := fr.wait(ctx2); err == nil || !strings.Contains(err.Error(), "fault apiserver-restart@0s: restart kube-apiserver: boom") {

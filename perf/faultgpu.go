@@ -18,6 +18,7 @@ import (
 	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf/measure"
 	"github.com/gangbench/gangbench/perf/scenario"
 	"github.com/gangbench/gangbench/perf/slo"
@@ -250,7 +251,7 @@ func (fr *faultRun) setGPUs(ctx context.Context, nodes map[string]int, heal bool
 // heal, wait until it is back. "ready" is the heal made visible: the counterpart of a restarted
 // component. The GPUs are healed however the fault ends (an interrupt in the hold included), so a
 // repetition never leaves the cluster short of GPUs for the next one.
-func (fr *faultRun) injectGPUs(ctx context.Context, fs *faultState, tl *measure.Timeline, measured []string) {
+func (fr *faultRun) injectGPUs(ctx context.Context, fs *faultState, tl *timeline.Timeline, measured []string) {
 	if fr.gpus == nil {
 		fs.err = errors.New("the cluster cannot change its GPUs' health")
 		return

@@ -21,6 +21,7 @@ import (
 	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/kwok"
 	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf/measure"
 	"github.com/gangbench/gangbench/perf/scenario"
 	"github.com/gangbench/gangbench/perf/slo"
@@ -176,7 +177,7 @@ func TestFaultRunGPUUnhealthy(t *testing.T) {
 	fr.gpus, fr.gpuInv = gpus, fakegpu.Inventory{Count: 8}.WithDefaults()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tl := measure.NewTimeline(nil)
+	tl := timeline.NewTimeline(nil)
 	fr.start(ctx, time.Now(), tl, []string{"p"})
 	if err := fr.wait(ctx); err != nil {
 		t.Fatal(err)
@@ -207,12 +208,12 @@ func TestFaultRunGPUUnhealthy(t *testing.T) {
 
 	// Gang g1 (minCount 2) stalls with one member bound while the GPUs are unhealthy and completes
 	// just before the heal: no component was down, so that stall counts, unlike after a restart.
-	events := []measure.Event{
-		{Time: fs.at.Add(-time.Second), Kind: measure.PodGroupCreated, Group: "g1", Phase: "p", Policy: "gang", MinCount: 2},
-		{Time: fs.at.Add(-time.Second), Kind: measure.PodCreated, Group: "g1", Pod: "g1-0", Phase: "p"},
-		{Time: fs.at.Add(-time.Second), Kind: measure.PodCreated, Group: "g1", Pod: "g1-1", Phase: "p"},
-		{Time: fs.at.Add(time.Millisecond), Kind: measure.PodBound, Group: "g1", Pod: "g1-0", Phase: "p"},
-		{Time: fs.ready.Add(-time.Millisecond), Kind: measure.PodBound, Group: "g1", Pod: "g1-1", Phase: "p"},
+	events := []timeline.Event{
+		{Time: fs.at.Add(-time.Second), Kind: timeline.PodGroupCreated, Group: "g1", Phase: "p", Policy: "gang", MinCount: 2},
+		{Time: fs.at.Add(-time.Second), Kind: timeline.PodCreated, Group: "g1", Pod: "g1-0", Phase: "p"},
+		{Time: fs.at.Add(-time.Second), Kind: timeline.PodCreated, Group: "g1", Pod: "g1-1", Phase: "p"},
+		{Time: fs.at.Add(time.Millisecond), Kind: timeline.PodBound, Group: "g1", Pod: "g1-0", Phase: "p"},
+		{Time: fs.ready.Add(-time.Millisecond), Kind: timeline.PodBound, Group: "g1", Pod: "g1-1", Phase: "p"},
 	}
 	var notes []string
 	items, err := fr.items(ctx, events, 50*time.Millisecond, nil, func(format string, args ...any) { notes = append(notes, fmt.Sprintf(format, args...)) })
@@ -251,7 +252,7 @@ func TestFaultRunGPUHealedOnInterrupt(t *testing.T) {
 	fr := newFaultRun(&fakeControl{}, cs, "ns", []Fault{mustFault(t, "gpu-unhealthy:all:1h@0s")}, sc, 10, slog.New(slog.DiscardHandler))
 	fr.gpus = gpus
 	ctx, cancel := context.WithCancel(context.Background())
-	fr.start(ctx, time.Now(), measure.NewTimeline(nil), []string{"p"})
+	fr.start(ctx, time.Now(), timeline.NewTimeline(nil), []string{"p"})
 	select {
 	case <-gpus.marked:
 	case <-time.After(30 * time.Second):
@@ -346,7 +347,7 @@ func runKubeletFault(t *testing.T, spec string, reRegisterAfter int, wait time.D
 	fr.gpus, fr.gpuInv, fr.gpuWait = plugins, fakegpu.Inventory{Count: 8}.WithDefaults(), wait
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	fr.start(ctx, time.Now(), measure.NewTimeline(nil), []string{"p"})
+	fr.start(ctx, time.Now(), timeline.NewTimeline(nil), []string{"p"})
 	if err := fr.wait(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf"
 	"github.com/gangbench/gangbench/perf/measure"
 	"github.com/gangbench/gangbench/perf/scenario"
@@ -136,7 +137,7 @@ func TestIntegration(t *testing.T) {
 	defer f.Close()
 	sc2 := bufio.NewScanner(f)
 	for sc2.Scan() {
-		var e measure.Event
+		var e timeline.Event
 		if err := json.Unmarshal(sc2.Bytes(), &e); err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +146,7 @@ func TestIntegration(t *testing.T) {
 		}
 		counts[e.Kind]++
 	}
-	if counts[measure.PodGroupCreated] != 100 || counts[measure.PodCreated] != 300 || counts[measure.PodBound] != 300 {
+	if counts[timeline.PodGroupCreated] != 100 || counts[timeline.PodCreated] != 300 || counts[timeline.PodBound] != 300 {
 		t.Errorf("events.jsonl: %v", counts)
 	}
 	// Nothing of the cluster may remain.

@@ -33,6 +33,7 @@ import (
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/kwok"
 	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf/loadgen"
 	"github.com/gangbench/gangbench/perf/measure"
 	"github.com/gangbench/gangbench/perf/scenario"
@@ -67,7 +68,7 @@ type Options struct {
 	LoadQPS   float32
 	LoadBurst int
 	Workers   int
-	// PartialGrace: see measure.DefaultPartialGrace.
+	// PartialGrace: see timeline.DefaultPartialGrace.
 	PartialGrace time.Duration
 	// Faults are injected into every repetition's measured window (the cluster must have Control).
 	Faults   []Fault
@@ -442,8 +443,8 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 	gb, pb, bb := r.o.Progress.Repetition(fmt.Sprintf("%s#%d", sc.Name, rep), sc.TotalGroups(), sc.TotalPods())
 	defer r.o.Progress.Settle()
 	var bound atomic.Int64
-	tl := measure.NewTimeline(func(string) { bb.Set(int(bound.Add(1))) })
-	rec := measure.NewRecorder(cs, ns, tl)
+	tl := timeline.NewTimeline(func(string) { bb.Set(int(bound.Add(1))) })
+	rec := timeline.NewRecorder(cs, ns, tl)
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = rec.Start(sctx)
 	cancel()
@@ -566,7 +567,7 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 	if faults != nil {
 		grace := r.o.PartialGrace
 		if grace <= 0 {
-			grace = measure.DefaultPartialGrace
+			grace = timeline.DefaultPartialGrace
 		}
 		fitems, err := faults.items(gctx, tl.Events(), grace, items, env.Note)
 		if err != nil {
@@ -589,7 +590,7 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 
 // runSteps creates the phases step by step; it returns the creation stats of every phase.
 // Before a step that starts afterBound, it waits for every earlier phase (and the prefill).
-func (r *runner) runSteps(ctx context.Context, gen *loadgen.Generator, tl *measure.Timeline, ss []step, before []scenario.Phase, settle time.Duration) ([]loadgen.Stats, error) {
+func (r *runner) runSteps(ctx context.Context, gen *loadgen.Generator, tl *timeline.Timeline, ss []step, before []scenario.Phase, settle time.Duration) ([]loadgen.Stats, error) {
 	var out []loadgen.Stats
 	done := slices.Clone(before)
 	for _, s := range ss {
@@ -624,7 +625,7 @@ const (
 // waitBound waits until want pods of the phases are bound, or no pod was bound for settle (the rest
 // do not fit, or the scheduler is stuck: the invariants say which), or ctx ends. It wakes on every
 // bind and once a second to check the settle period.
-func waitBound(ctx context.Context, tl *measure.Timeline, phases []string, want int, settle time.Duration) string {
+func waitBound(ctx context.Context, tl *timeline.Timeline, phases []string, want int, settle time.Duration) string {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	last, lastChange := -1, time.Now()
@@ -696,11 +697,11 @@ func (r *runner) checkLoad(sc *scenario.Scenario, rep int, created []loadgen.Sta
 }
 
 // writeEvents appends a repetition's timeline to events.jsonl.
-func (r *runner) writeEvents(name string, rep int, events []measure.Event) error {
+func (r *runner) writeEvents(name string, rep int, events []timeline.Event) error {
 	for i := range events {
 		events[i].Scenario, events[i].Rep = name, rep
 	}
-	return measure.WriteJSONL(r.events, events)
+	return timeline.WriteJSONL(r.events, events)
 }
 
 // deleteNamespace removes a repetition's objects and waits (bounded) until its pods and PodGroups

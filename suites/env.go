@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/observe/metrics"
 	"github.com/gangbench/gangbench/scenarios/gangapi"
-	"github.com/gangbench/gangbench/suites/metrics"
 )
 
 // Env is the cluster under test as the suites see it.

@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gangbench/gangbench/clusters"
-	"github.com/gangbench/gangbench/perf/measure"
+	"github.com/gangbench/gangbench/observe/monitor"
+	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/scenarios"
-	"github.com/gangbench/gangbench/suites/monitor"
 )
 
 // The faults suite breaks the control plane while gangs are being placed (issue 7): SIGKILL of the
@@ -32,12 +32,12 @@ const fltRef = "issue 7 (faults under load); gang-semantics §3.4, §4"
 const fltPartialGrace = 5 * time.Second
 
 // fltWatch records what a fault feature needs across its steps: the lane's binds (a pod watch into
-// a perf/measure timeline, so the perf run and the suite judge partial placement with the same
+// an observe/timeline timeline, so the perf run and the suite judge partial placement with the same
 // code) and every PodGroup condition transition. Both are informers, which re-list and re-watch
 // by themselves after an apiserver restart.
 type fltWatch struct {
-	tl   *measure.Timeline
-	rec  *measure.Recorder
+	tl   *timeline.Timeline
+	rec  *timeline.Recorder
 	mon  *monitor.Monitor
 	once sync.Once
 
@@ -50,10 +50,10 @@ type fltWatch struct {
 
 func fltStart(ctx context.Context, t *testing.T, l *Lane) *fltWatch {
 	t.Helper()
-	w := &fltWatch{tl: measure.NewTimeline(nil)}
+	w := &fltWatch{tl: timeline.NewTimeline(nil)}
 	sctx, cancel := context.WithTimeout(ctx, l.env.d(30*time.Second))
 	defer cancel()
-	w.rec = measure.NewRecorder(l.Client, l.Name, w.tl)
+	w.rec = timeline.NewRecorder(l.Client, l.Name, w.tl)
 	if err := w.rec.Start(sctx); err != nil {
 		t.Fatalf("pod watch: %v", err)
 	}
@@ -90,7 +90,7 @@ func (w *fltWatch) createGangs(ctx context.Context, t *testing.T, l *Lane, n int
 	t.Helper()
 	for _, g := range groups {
 		l.CreatePodGroup(ctx, t, scenarios.Group{Name: g, MinCount: int32(n)})
-		w.tl.Add(measure.Event{Time: time.Now(), Kind: measure.PodGroupCreated, Group: g, MinCount: n, Policy: "gang", DisruptionMode: "single"})
+		w.tl.Add(timeline.Event{Time: time.Now(), Kind: timeline.PodGroupCreated, Group: g, MinCount: n, Policy: "gang", DisruptionMode: "single"})
 		l.CreatePods(ctx, t, Members(g, n, gpus)...)
 	}
 }
@@ -157,7 +157,7 @@ func (w *fltWatch) inject(ctx context.Context, t *testing.T, l *Lane, c clusters
 func (w *fltWatch) waitRecovered(ctx context.Context, t *testing.T, l *Lane, what string) {
 	t.Helper()
 	Eventually(ctx, t, l.env.d(90*time.Second), "a pod bound after "+what, func(context.Context) (bool, string, error) {
-		first, ok := measure.FirstBindAfter(w.tl.Events(), w.readyAt)
+		first, ok := timeline.FirstBindAfter(w.tl.Events(), w.readyAt)
 		if !ok {
 			return false, fmt.Sprintf("%d pods bound in the lane, none after %s", len(w.binds()), w.readyAt.Format("15:04:05.000")), nil
 		}
@@ -168,10 +168,10 @@ func (w *fltWatch) waitRecovered(ctx context.Context, t *testing.T, l *Lane, wha
 	t.Logf("measurement recoverySeconds=%.3f", w.recovered.Sub(w.faultAt).Seconds())
 }
 
-func (w *fltWatch) binds() []measure.Event {
-	var out []measure.Event
+func (w *fltWatch) binds() []timeline.Event {
+	var out []timeline.Event
 	for _, e := range w.tl.Events() {
-		if e.Kind == measure.PodBound {
+		if e.Kind == timeline.PodBound {
 			out = append(out, e)
 		}
 	}
@@ -222,7 +222,7 @@ func (w *fltWatch) checkNoPartial(ctx context.Context, t *testing.T, l *Lane, n 
 		return true, "", nil
 	})
 	l.Canary(ctx, t)
-	for _, p := range measure.PartialAfter(w.tl.Events(), l.env.d(fltPartialGrace), w.recovered) {
+	for _, p := range timeline.PartialAfter(w.tl.Events(), l.env.d(fltPartialGrace), w.recovered) {
 		t.Errorf("partial placement after recovery (pod watch timeline): %s", p)
 	}
 }
@@ -607,7 +607,7 @@ func fltKwokRestart() Feature {
 					w.require(t)
 					w.checkNothingLost(ctx, t, l, fltPodNames(n, second), []string{second})
 					for _, e := range w.tl.Events() {
-						if e.Kind == measure.PodDeleted {
+						if e.Kind == timeline.PodDeleted {
 							t.Errorf("pod %s was deleted during the kwok restart", e.Pod)
 						}
 					}

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gangbench/gangbench/clusters"
-	"github.com/gangbench/gangbench/perf/measure"
+	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/scenarios"
 )
 
@@ -49,7 +49,7 @@ func fltWaitNodeGPUs(ctx context.Context, t *testing.T, l *Lane, node string, al
 func (w *fltWatch) createPinnedGang(ctx context.Context, t *testing.T, l *Lane, group string, n int, gpus int64, node string) {
 	t.Helper()
 	l.CreatePodGroup(ctx, t, scenarios.Group{Name: group, MinCount: int32(n)})
-	w.tl.Add(measure.Event{Time: time.Now(), Kind: measure.PodGroupCreated, Group: group, MinCount: n, Policy: "gang", DisruptionMode: "single"})
+	w.tl.Add(timeline.Event{Time: time.Now(), Kind: timeline.PodGroupCreated, Group: group, MinCount: n, Policy: "gang", DisruptionMode: "single"})
 	for _, m := range Members(group, n, gpus) {
 		if _, err := l.Client.CoreV1().Pods(l.Name).Create(ctx, l.PinnedPod(m, node), metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create pod %s/%s: %v", l.Name, m.Name, err)
@@ -120,7 +120,7 @@ func (w *fltWatch) checkNoPartialSince(ctx context.Context, t *testing.T, l *Lan
 		return true, "", nil
 	})
 	l.Canary(ctx, t)
-	for _, p := range measure.PartialAfter(w.tl.Events(), l.env.d(fltPartialGrace), since) {
+	for _, p := range timeline.PartialAfter(w.tl.Events(), l.env.d(fltPartialGrace), since) {
 		t.Errorf("partial placement from the fault on (pod watch timeline): %s", p)
 	}
 }
@@ -222,7 +222,7 @@ func fltGPUUnhealthy() Feature {
 					t.Logf("GPUs of %s healthy again: allocatable back after %s", n1, w.readyAt.Sub(healAt).Round(time.Millisecond))
 					// Counted from the heal, not from seeing it: the scheduler may bind before the poll.
 					Eventually(ctx, t, l.env.d(90*time.Second), "a pod bound after the GPUs were healthy again", func(context.Context) (bool, string, error) {
-						first, ok := measure.FirstBindAfter(w.tl.Events(), healAt)
+						first, ok := timeline.FirstBindAfter(w.tl.Events(), healAt)
 						if !ok {
 							return false, fmt.Sprintf("%d pods bound in the lane, none after %s", len(w.binds()), healAt.Format("15:04:05.000")), nil
 						}

@@ -24,8 +24,8 @@ import (
 	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/observe/monitor"
 	"github.com/gangbench/gangbench/scenarios"
-	"github.com/gangbench/gangbench/suites/monitor"
 )
 
 // Options say which cluster the suites run against. With Kubeconfig empty the harness creates a

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gangbench/gangbench/suites/monitor"
+	"github.com/gangbench/gangbench/observe/monitor"
 )
 
 // KnownIssue is a deviation of a released scheduler that gangbench has found and reports, but does not

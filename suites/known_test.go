@@ -6,7 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gangbench/gangbench/suites/monitor"
+	"github.com/gangbench/gangbench/observe/monitor"
 )
 
 func regression(gap time.Duration, reason, msg string) monitor.Violation {

@@ -9,8 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/gangbench/gangbench/observe/metrics"
 	"github.com/gangbench/gangbench/scenarios"
-	"github.com/gangbench/gangbench/suites/metrics"
 )
 
 // The observability suite checks what an operator sees of gang scheduling: events (gang-semantics §7)

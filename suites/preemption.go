@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
+	"github.com/gangbench/gangbench/observe/metrics"
 	"github.com/gangbench/gangbench/scenarios"
-	"github.com/gangbench/gangbench/suites/metrics"
 )
 
 // The preemption suite: workload-aware preemption (KEP-5710), gang-semantics §5 and §11.C.16-22.

@@ -17,6 +17,7 @@ import (
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf"
 	"github.com/gangbench/gangbench/perf/measure"
 	"github.com/gangbench/gangbench/perf/scenario"
@@ -357,14 +358,14 @@ func schedulerFigures(runs []*results.Run) []*results.Run {
 // plotData reads the bind timelines of a side's perf runs: the binding-rate timeline of its first
 // run (pods bound per second since the first pod was created) and every gang's latency.
 func plotData(dirs []string) ([]report.TimePoint, []float64) {
-	var timeline []report.TimePoint
+	var points []report.TimePoint
 	var lat []float64
 	for i, d := range dirs {
 		fh, err := os.Open(filepath.Join(d, perf.EventsFile))
 		if err != nil {
 			continue
 		}
-		events, err := measure.ReadJSONL(fh)
+		events, err := timeline.ReadJSONL(fh)
 		fh.Close()
 		if err != nil {
 			continue
@@ -381,21 +382,21 @@ func plotData(dirs []string) ([]report.TimePoint, []float64) {
 			}
 		}
 		if i == 0 {
-			timeline = bindTimeline(events)
+			points = bindTimeline(events)
 		}
 	}
-	return timeline, lat
+	return points, lat
 }
 
-func bindTimeline(events []measure.Event) []report.TimePoint {
+func bindTimeline(events []timeline.Event) []report.TimePoint {
 	var start time.Time
 	perSec := map[int]float64{}
 	last := 0
-	for _, e := range measure.Sorted(events) {
-		if start.IsZero() && e.Kind == measure.PodCreated {
+	for _, e := range timeline.Sorted(events) {
+		if start.IsZero() && e.Kind == timeline.PodCreated {
 			start = e.Time
 		}
-		if e.Kind == measure.PodBound && !start.IsZero() {
+		if e.Kind == timeline.PodBound && !start.IsZero() {
 			s := int(e.Time.Sub(start).Seconds())
 			perSec[s]++
 			last = max(last, s)

@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf"
-	"github.com/gangbench/gangbench/perf/measure"
 	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/suites"
 )
@@ -533,7 +533,7 @@ func perfPods(state, cluster string) func() (bool, string) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		pods, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: measure.PhaseLabel})
+		pods, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: timeline.PhaseLabel})
 		if err != nil {
 			return false, err.Error()
 		}

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/gangbench/gangbench/perf/measure"
+	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf/scenario"
 	"github.com/gangbench/gangbench/scenarios"
 	"github.com/gangbench/gangbench/scenarios/gangapi"
@@ -62,7 +62,7 @@ type Generator struct {
 	Workers       int
 	// Timeline receives a PodGroupCreated and a PodCreated event per object, stamped when the
 	// create call returned.
-	Timeline *measure.Timeline
+	Timeline *timeline.Timeline
 	// OnGroup and OnPod, when set, are called after each create (progress bars).
 	OnGroup, OnPod func()
 }
@@ -172,7 +172,7 @@ func (g *Generator) group(ctx context.Context, ph scenario.Phase, i int) (int, e
 	}
 	pg := scenarios.PodGroup(g.Namespace, scenarios.Group{
 		Name: name, MinCount: minCount, DisruptionAll: ph.DisruptionAll, PriorityClassName: ph.PriorityClass,
-		Labels: map[string]string{measure.PhaseLabel: ph.Name},
+		Labels: map[string]string{timeline.PhaseLabel: ph.Name},
 	})
 	err := retry(ctx, func() error {
 		_, err := g.podGroups().Create(ctx, pg, metav1.CreateOptions{})
@@ -185,7 +185,7 @@ func (g *Generator) group(ctx context.Context, ph scenario.Phase, i int) (int, e
 	if ph.DisruptionAll {
 		disruption = "all"
 	}
-	g.Timeline.Add(measure.Event{Time: time.Now(), Kind: measure.PodGroupCreated, Phase: ph.Name, Group: name,
+	g.Timeline.Add(timeline.Event{Time: time.Now(), Kind: timeline.PodGroupCreated, Phase: ph.Name, Group: name,
 		MinCount: int(minCount), Policy: string(ph.Policy), DisruptionMode: disruption})
 	if g.OnGroup != nil {
 		g.OnGroup()
@@ -246,7 +246,7 @@ func (g *Generator) pod(ctx context.Context, ph scenario.Phase, group string, j 
 	name := PodName(group, j)
 	p := scenarios.Pod(g.Namespace, scenarios.Member{
 		Name: name, Group: group, GPUs: int64(ph.GPUsPerPod), PriorityClassName: ph.PriorityClass,
-		SchedulerName: g.SchedulerName, Labels: map[string]string{measure.PhaseLabel: ph.Name},
+		SchedulerName: g.SchedulerName, Labels: map[string]string{timeline.PhaseLabel: ph.Name},
 	})
 	addRequests(p, ph)
 	err := retry(ctx, func() error {
@@ -256,7 +256,7 @@ func (g *Generator) pod(ctx context.Context, ph scenario.Phase, group string, j 
 	if err != nil {
 		return fmt.Errorf("create pod %s/%s: %w", g.Namespace, name, err)
 	}
-	g.Timeline.Add(measure.Event{Time: time.Now(), Kind: measure.PodCreated, Phase: ph.Name, Group: group, Pod: name})
+	g.Timeline.Add(timeline.Event{Time: time.Now(), Kind: timeline.PodCreated, Phase: ph.Name, Group: group, Pod: name})
 	if g.OnPod != nil {
 		g.OnPod()
 	}

@@ -20,13 +20,13 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/gangbench/gangbench/perf/measure"
+	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf/scenario"
 )
 
 func TestRunCreatesGroupsBeforeTheirPods(t *testing.T) {
 	cs := fake.NewClientset()
-	tl := measure.NewTimeline(nil)
+	tl := timeline.NewTimeline(nil)
 	var groups, pods atomic.Int32
 	g := &Generator{Client: cs, Namespace: "ns", SchedulerName: "my-scheduler", Workers: 4, Timeline: tl,
 		OnGroup: func() { groups.Add(1) }, OnPod: func() { pods.Add(1) }}
@@ -42,12 +42,12 @@ func TestRunCreatesGroupsBeforeTheirPods(t *testing.T) {
 	created := map[string]int{}
 	for i, e := range tl.Events() {
 		switch e.Kind {
-		case measure.PodGroupCreated:
+		case timeline.PodGroupCreated:
 			created[e.Group] = i
 			if e.MinCount != 2 || e.Policy != "gang" || e.DisruptionMode != "all" || e.Phase != "gangs" {
 				t.Errorf("group event %+v", e)
 			}
-		case measure.PodCreated:
+		case timeline.PodCreated:
 			if at, ok := created[e.Group]; !ok || at > i {
 				t.Errorf("pod %s recorded before its PodGroup %s", e.Pod, e.Group)
 			}
@@ -58,7 +58,7 @@ func TestRunCreatesGroupsBeforeTheirPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	if pg.Spec.SchedulingPolicy.Gang == nil || pg.Spec.SchedulingPolicy.Gang.MinCount != 2 || pg.Spec.PriorityClassName != "high" ||
-		pg.Spec.DisruptionMode == nil || pg.Spec.DisruptionMode.All == nil || pg.Labels[measure.PhaseLabel] != "gangs" {
+		pg.Spec.DisruptionMode == nil || pg.Spec.DisruptionMode.All == nil || pg.Labels[timeline.PhaseLabel] != "gangs" {
 		t.Errorf("PodGroup %+v", pg)
 	}
 	p, err := cs.CoreV1().Pods("ns").Get(context.Background(), PodName(GroupName("gangs", 5), 2), metav1.GetOptions{})
@@ -68,14 +68,14 @@ func TestRunCreatesGroupsBeforeTheirPods(t *testing.T) {
 	req := p.Spec.Containers[0].Resources.Requests
 	if p.Spec.SchedulingGroup == nil || *p.Spec.SchedulingGroup.PodGroupName != "gangs-00005" || p.Spec.SchedulerName != "my-scheduler" ||
 		p.Spec.PriorityClassName != "high" || req.Cpu().String() != "100m" || req.Name("nvidia.com/gpu", resource.DecimalSI).Value() != 2 ||
-		p.Labels[measure.PhaseLabel] != "gangs" {
+		p.Labels[timeline.PhaseLabel] != "gangs" {
 		t.Errorf("pod %+v", p.Spec)
 	}
 }
 
 func TestRunLargeGroupAndBasic(t *testing.T) {
 	cs := fake.NewClientset()
-	g := &Generator{Client: cs, Namespace: "ns", Timeline: measure.NewTimeline(nil)}
+	g := &Generator{Client: cs, Namespace: "ns", Timeline: timeline.NewTimeline(nil)}
 	st, err := g.Run(context.Background(), scenario.Phase{Name: "big", Groups: 2, PodsPerGroup: 50, GPUsPerPod: 1, Policy: scenario.Basic})
 	if err != nil || st.Pods != 100 {
 		t.Fatalf("%+v %v", st, err)
@@ -87,7 +87,7 @@ func TestRunLargeGroupAndBasic(t *testing.T) {
 }
 
 func TestRunPaced(t *testing.T) {
-	g := &Generator{Client: fake.NewClientset(), Namespace: "ns", Timeline: measure.NewTimeline(nil)}
+	g := &Generator{Client: fake.NewClientset(), Namespace: "ns", Timeline: timeline.NewTimeline(nil)}
 	start := time.Now()
 	// 6 groups at 50/s: the last is due 100 ms after the first.
 	if _, err := g.Run(context.Background(), scenario.Phase{Name: "p", Groups: 6, PodsPerGroup: 1, GPUsPerPod: 1, Policy: scenario.Gang, MinCount: 1, GroupsPerSecond: 50}); err != nil {
@@ -107,7 +107,7 @@ func TestRunRetriesAndFails(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	g := &Generator{Client: cs, Namespace: "ns", Timeline: measure.NewTimeline(nil)}
+	g := &Generator{Client: cs, Namespace: "ns", Timeline: timeline.NewTimeline(nil)}
 	if st, err := g.Run(context.Background(), scenario.Phase{Name: "p", Groups: 1, PodsPerGroup: 2, GPUsPerPod: 1, Policy: scenario.Gang, MinCount: 2}); err != nil || st.Pods != 2 {
 		t.Errorf("a 429 is retried: %+v %v", st, err)
 	}
@@ -116,7 +116,7 @@ func TestRunRetriesAndFails(t *testing.T) {
 	cs.PrependReactor("create", "podgroups", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(corev1.Resource("podgroups"), "x", errors.New("no"))
 	})
-	g = &Generator{Client: cs, Namespace: "ns", Timeline: measure.NewTimeline(nil)}
+	g = &Generator{Client: cs, Namespace: "ns", Timeline: timeline.NewTimeline(nil)}
 	_, err := g.Run(context.Background(), scenario.Phase{Name: "p", Groups: 3, PodsPerGroup: 1, GPUsPerPod: 1, Policy: scenario.Gang, MinCount: 1})
 	if err == nil || !strings.HasPrefix(err.Error(), "create PodGroup ns/p-0000") {
 		t.Errorf("a refused create stops the run and names the object: %v", err)
@@ -138,7 +138,7 @@ func TestRunWaitsForARestartingAPIServer(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	g := &Generator{Client: cs, Namespace: "ns", Timeline: measure.NewTimeline(nil)}
+	g := &Generator{Client: cs, Namespace: "ns", Timeline: timeline.NewTimeline(nil)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if st, err := g.Run(ctx, scenario.Phase{Name: "p", Groups: 1, PodsPerGroup: 2, GPUsPerPod: 1, Policy: scenario.Gang, MinCount: 2}); err != nil || st.Pods != 2 {

@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/observe/metrics"
+	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf/stats"
 	"github.com/gangbench/gangbench/results"
-	"github.com/gangbench/gangbench/suites/metrics"
 )
 
 // Binding counter: one POST to pods/binding per bound pod (gang-semantics §6.2).
@@ -87,10 +88,10 @@ func (m *bindingRate) Gather(ctx context.Context) ([]results.DataItem, error) {
 }
 
 // BindTimes returns the first bind time of each pod of the given phases bound at or after start.
-func BindTimes(events []Event, phases []string, start time.Time) []time.Time {
+func BindTimes(events []timeline.Event, phases []string, start time.Time) []time.Time {
 	var out []time.Time
 	for _, e := range events {
-		if e.Kind == PodBound && slices.Contains(phases, e.Phase) && !e.Time.Before(start) {
+		if e.Kind == timeline.PodBound && slices.Contains(phases, e.Phase) && !e.Time.Before(start) {
 			out = append(out, e.Time)
 		}
 	}

@@ -8,8 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gangbench/gangbench/observe/monitor"
+	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/results"
-	"github.com/gangbench/gangbench/suites/monitor"
 )
 
 // monitorSyncTimeout bounds the PodGroup monitor's initial list.
@@ -39,9 +40,9 @@ func (m *invariants) Gather(ctx context.Context) ([]results.DataItem, error) {
 	events := m.env.Timeline.Events()
 	grace := m.env.PartialGrace
 	if grace <= 0 {
-		grace = DefaultPartialGrace
+		grace = timeline.DefaultPartialGrace
 	}
-	pr := CheckPartial(events, grace)
+	pr := timeline.CheckPartial(events, grace)
 	for _, p := range pr.Partial {
 		m.env.note("partial placement: %s", p)
 	}
@@ -78,7 +79,7 @@ func (m *invariants) Gather(ctx context.Context) ([]results.DataItem, error) {
 
 // fit lists the cluster's nodes and pods and runs UnboundFitting over the namespace's groups, in
 // the order they were created.
-func (m *invariants) fit(ctx context.Context, events []Event) (FitReport, error) {
+func (m *invariants) fit(ctx context.Context, events []timeline.Event) (FitReport, error) {
 	nodes, err := m.env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return FitReport{}, fmt.Errorf("invariants: list nodes: %w", err)
@@ -111,8 +112,8 @@ func (m *invariants) fit(ctx context.Context, events []Event) (FitReport, error)
 		fp = append(fp, FitPod{Name: p.Name, Group: group, Node: p.Spec.NodeName, Requests: requests(&p)})
 	}
 	var groups []FitGroup
-	for _, e := range Sorted(events) {
-		if e.Kind == PodGroupCreated {
+	for _, e := range timeline.Sorted(events) {
+		if e.Kind == timeline.PodGroupCreated {
 			groups = append(groups, FitGroup{Name: e.Group, Gang: e.Policy == "gang", MinCount: e.MinCount})
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf/stats"
 	"github.com/gangbench/gangbench/results"
 )
@@ -40,21 +41,21 @@ func (g GroupTimes) Latency() time.Duration { return g.LastBound.Sub(g.Created) 
 func (g GroupTimes) Spread() time.Duration { return g.LastBound.Sub(g.FirstBound) }
 
 // Groups collects per-group times of the given phases from a timeline, in creation order.
-func Groups(events []Event, phases []string) []GroupTimes {
+func Groups(events []timeline.Event, phases []string) []GroupTimes {
 	idx := map[string]int{}
 	var out []GroupTimes
 	seen := map[string]bool{}
-	for _, e := range Sorted(events) {
+	for _, e := range timeline.Sorted(events) {
 		if !slices.Contains(phases, e.Phase) {
 			continue
 		}
 		switch e.Kind {
-		case PodGroupCreated:
+		case timeline.PodGroupCreated:
 			if _, ok := idx[e.Group]; !ok {
 				idx[e.Group] = len(out)
 				out = append(out, GroupTimes{Group: e.Group, Phase: e.Phase, Policy: e.Policy, MinCount: e.MinCount, Created: e.Time})
 			}
-		case PodBound:
+		case timeline.PodBound:
 			i, ok := idx[e.Group]
 			if !ok || seen[e.Pod] {
 				continue

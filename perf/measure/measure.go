@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf/scenario"
 	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/scenarios/gangapi"
@@ -31,8 +32,8 @@ type Env struct {
 	Gang      *gangapi.Client
 	Namespace string
 	Scenario  *scenario.Scenario
-	// Timeline holds creates (from the load generator) and binds (from the pod watch).
-	Timeline *Timeline
+	// timeline.Timeline holds creates (from the load generator) and binds (from the pod watch).
+	Timeline *timeline.Timeline
 	// Measured are the names of the phases that are measured (not prefill).
 	Measured []string
 	// PartialGrace is how long a gang may be partially bound before it counts as partial.

@@ -20,8 +20,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/observe/metrics"
+	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/results"
-	"github.com/gangbench/gangbench/suites/metrics"
 )
 
 func readMetrics(t *testing.T, name string) []byte {
@@ -114,9 +115,9 @@ func fixtureServer(t *testing.T, bodies ...[]byte) clusters.Endpoint {
 // TestBindingRate runs the measurement against a fake apiserver /metrics (300 binding POSTs 201
 // between the scrapes; a 409 and pod creates that must not count) and a timeline with 300 binds.
 func TestBindingRate(t *testing.T) {
-	tl := NewTimeline(nil)
+	tl := timeline.NewTimeline(nil)
 	env := &Env{
-		Cluster:  &clusters.Cluster{APIServerMetrics: fixtureServer(t, readMetrics(t, "apiserver-before.txt"), readMetrics(t, "apiserver-after.txt"))},
+		Cluster:           &clusters.Cluster{APIServerMetrics: fixtureServer(t, readMetrics(t, "apiserver-before.txt"), readMetrics(t, "apiserver-after.txt"))},
 		Timeline: tl, Measured: []string{"gangs"},
 	}
 	m := newBindingRate(env)
@@ -126,10 +127,10 @@ func TestBindingRate(t *testing.T) {
 	}
 	start := m.(*bindingRate).start
 	// A bind of a prefill phase and one before the window do not count.
-	tl.Add(Event{Time: start.Add(-time.Second), Kind: PodBound, Phase: "gangs", Pod: "early"})
-	tl.Add(Event{Time: start.Add(time.Millisecond), Kind: PodBound, Phase: "prefill", Pod: "p"})
+	tl.Add(timeline.Event{Time: start.Add(-time.Second), Kind: timeline.PodBound, Phase: "gangs", Pod: "early"})
+	tl.Add(timeline.Event{Time: start.Add(time.Millisecond), Kind: timeline.PodBound, Phase: "prefill", Pod: "p"})
 	for i := range 300 {
-		tl.Add(Event{Time: start.Add(time.Duration(i+1) * 10 * time.Millisecond), Kind: PodBound, Phase: "gangs", Pod: "pod-" + string(rune('a'+i%26)) + string(rune('a'+i/26))})
+		tl.Add(timeline.Event{Time: start.Add(time.Duration(i+1) * 10 * time.Millisecond), Kind: timeline.PodBound, Phase: "gangs", Pod: "pod-" + string(rune('a'+i%26)) + string(rune('a'+i/26))})
 	}
 	items, err := m.Gather(ctx)
 	if err != nil {
@@ -179,19 +180,19 @@ func TestWatchRate(t *testing.T) {
 func TestGroupsAndLatency(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	s := func(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
-	ev := []Event{
-		{Time: s(0), Kind: PodGroupCreated, Phase: "p", Group: "a", Policy: "gang", MinCount: 3},
-		{Time: s(1), Kind: PodGroupCreated, Phase: "p", Group: "b", Policy: "gang", MinCount: 2},
-		{Time: s(2), Kind: PodGroupCreated, Phase: "p", Group: "c", Policy: "gang", MinCount: 2},
-		{Time: s(0), Kind: PodGroupCreated, Phase: "prefill", Group: "x", Policy: "gang", MinCount: 1},
-		{Time: s(1.0), Kind: PodBound, Phase: "p", Group: "a", Pod: "a-0"},
-		{Time: s(2.0), Kind: PodBound, Phase: "p", Group: "a", Pod: "a-2"},
-		{Time: s(1.5), Kind: PodBound, Phase: "p", Group: "a", Pod: "a-1"},
-		{Time: s(5.0), Kind: PodBound, Phase: "p", Group: "b", Pod: "b-0"},
-		{Time: s(5.0), Kind: PodBound, Phase: "p", Group: "b", Pod: "b-0"},
-		{Time: s(5.5), Kind: PodBound, Phase: "p", Group: "b", Pod: "b-1"},
-		{Time: s(3.0), Kind: PodBound, Phase: "p", Group: "c", Pod: "c-0"}, // never reaches quorum
-		{Time: s(9.0), Kind: PodBound, Phase: "prefill", Group: "x", Pod: "x-0"},
+	ev := []timeline.Event{
+		{Time: s(0), Kind: timeline.PodGroupCreated, Phase: "p", Group: "a", Policy: "gang", MinCount: 3},
+		{Time: s(1), Kind: timeline.PodGroupCreated, Phase: "p", Group: "b", Policy: "gang", MinCount: 2},
+		{Time: s(2), Kind: timeline.PodGroupCreated, Phase: "p", Group: "c", Policy: "gang", MinCount: 2},
+		{Time: s(0), Kind: timeline.PodGroupCreated, Phase: "prefill", Group: "x", Policy: "gang", MinCount: 1},
+		{Time: s(1.0), Kind: timeline.PodBound, Phase: "p", Group: "a", Pod: "a-0"},
+		{Time: s(2.0), Kind: timeline.PodBound, Phase: "p", Group: "a", Pod: "a-2"},
+		{Time: s(1.5), Kind: timeline.PodBound, Phase: "p", Group: "a", Pod: "a-1"},
+		{Time: s(5.0), Kind: timeline.PodBound, Phase: "p", Group: "b", Pod: "b-0"},
+		{Time: s(5.0), Kind: timeline.PodBound, Phase: "p", Group: "b", Pod: "b-0"},
+		{Time: s(5.5), Kind: timeline.PodBound, Phase: "p", Group: "b", Pod: "b-1"},
+		{Time: s(3.0), Kind: timeline.PodBound, Phase: "p", Group: "c", Pod: "c-0"}, // never reaches quorum
+		{Time: s(9.0), Kind: timeline.PodBound, Phase: "prefill", Group: "x", Pod: "x-0"},
 	}
 	gs := Groups(ev, []string{"p"})
 	if len(gs) != 3 || gs[0].Group != "a" || gs[0].Latency() != 2*time.Second || gs[0].Spread() != time.Second || gs[1].Bound != 2 || gs[2].Complete() {
@@ -208,24 +209,24 @@ func TestGroupsAndLatency(t *testing.T) {
 }
 
 func TestTimelineJSONL(t *testing.T) {
-	tl := NewTimeline(nil)
+	tl := timeline.NewTimeline(nil)
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 123456789, time.UTC)
-	tl.Add(Event{Time: t0, Kind: PodGroupCreated, Phase: "p", Group: "g", MinCount: 2, Policy: "gang", DisruptionMode: "all"})
-	tl.Add(Event{Time: t0.Add(time.Second), Kind: PodBound, Phase: "p", Group: "g", Pod: "g-0", Node: "n"})
-	tl.Add(Event{Time: t0.Add(2 * time.Second), Kind: PodBound, Phase: "p", Group: "g", Pod: "g-0", Node: "n"})
+	tl.Add(timeline.Event{Time: t0, Kind: timeline.PodGroupCreated, Phase: "p", Group: "g", MinCount: 2, Policy: "gang", DisruptionMode: "all"})
+	tl.Add(timeline.Event{Time: t0.Add(time.Second), Kind: timeline.PodBound, Phase: "p", Group: "g", Pod: "g-0", Node: "n"})
+	tl.Add(timeline.Event{Time: t0.Add(2 * time.Second), Kind: timeline.PodBound, Phase: "p", Group: "g", Pod: "g-0", Node: "n"})
 	if tl.BoundIn("p") != 1 || tl.BoundIn("other") != 0 {
 		t.Errorf("a second sighting of a bind is not a second bind: %d", tl.BoundIn("p"))
 	}
 	var b bytes.Buffer
-	if err := WriteJSONL(&b, tl.Events()); err != nil {
+	if err := timeline.WriteJSONL(&b, tl.Events()); err != nil {
 		t.Fatal(err)
 	}
-	back, err := ReadJSONL(&b)
-	if err != nil || !slices.EqualFunc(back, tl.Events(), func(a, b Event) bool { return a == b }) {
+	back, err := timeline.ReadJSONL(&b)
+	if err != nil || !slices.EqualFunc(back, tl.Events(), func(a, b timeline.Event) bool { return a == b }) {
 		t.Errorf("round trip: %v %v", back, err)
 	}
 	for _, bad := range []string{`{"t":"2026-11-29T12:00:00Z","kind":"podExploded"}`, `{"t":"2026-11-29T12:00:00Z","kind":"podBound","colour":"red"}`} {
-		if _, err := ReadJSONL(strings.NewReader(bad + "\n")); err == nil || !strings.HasPrefix(err.Error(), "line 1:") {
+		if _, err := timeline.ReadJSONL(strings.NewReader(bad + "\n")); err == nil || !strings.HasPrefix(err.Error(), "line 1:") {
 			t.Errorf("%s: %v", bad, err)
 		}
 	}
@@ -299,10 +300,10 @@ func TestInvariantsGather(t *testing.T) {
 		pod("a-0", "a", "n1", 8), pod("b-0", "b", "", 4), pod("b-1", "b", "", 4),
 	)
 	t0 := time.Now()
-	tl := NewTimeline(nil)
-	tl.Add(Event{Time: t0, Kind: PodGroupCreated, Phase: "p", Group: "a", Policy: "gang", MinCount: 1})
-	tl.Add(Event{Time: t0, Kind: PodGroupCreated, Phase: "p", Group: "b", Policy: "gang", MinCount: 2})
-	tl.Add(Event{Time: t0.Add(time.Second), Kind: PodBound, Phase: "p", Group: "a", Pod: "a-0", Node: "n1"})
+	tl := timeline.NewTimeline(nil)
+	tl.Add(timeline.Event{Time: t0, Kind: timeline.PodGroupCreated, Phase: "p", Group: "a", Policy: "gang", MinCount: 1})
+	tl.Add(timeline.Event{Time: t0, Kind: timeline.PodGroupCreated, Phase: "p", Group: "b", Policy: "gang", MinCount: 2})
+	tl.Add(timeline.Event{Time: t0.Add(time.Second), Kind: timeline.PodBound, Phase: "p", Group: "a", Pod: "a-0", Node: "n1"})
 	var notes []string
 	env := &Env{Client: cs, Namespace: "ns", Timeline: tl, Measured: []string{"p"},
 		Note: func(f string, a ...any) { notes = append(notes, f) }}

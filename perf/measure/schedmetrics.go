@@ -7,8 +7,8 @@ import (
 	"slices"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/observe/metrics"
 	"github.com/gangbench/gangbench/results"
-	"github.com/gangbench/gangbench/suites/metrics"
 )
 
 // SchedulerHistogram is a scheduler latency histogram turned into a DataItem: the observations

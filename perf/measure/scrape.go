@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gangbench/gangbench/suites/metrics"
+	"github.com/gangbench/gangbench/observe/metrics"
 )
 
 // scrape fetches an endpoint and parses only the named families. A kube-apiserver's /metrics is

@@ -1,4 +1,9 @@
-package measure
+// Package timeline records what a pod watch saw, in one clock: PodGroup and pod creates (from the load
+// generator or a suite), binds and deletions (from the watch), and checks such a timeline for gangs
+// partially placed below minCount and for the first bind after a fault. perf measures with it and
+// the faults suite judges with it, so both apply the same rules; it lives under observe/ so that
+// neither imports the other.
+package timeline
 
 import (
 	"bufio"

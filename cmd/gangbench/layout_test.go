@@ -1,0 +1,64 @@
+package main
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestImportLayout keeps the import rules DESIGN.md draws: suites and perf never import each other
+// (what both need lives in observe/ or scenarios/), results and fakegpu import no other package of
+// ours, and scenarios and observe reach clusters only through client-go.
+func TestImportLayout(t *testing.T) {
+	const mod = "github.com/gangbench/gangbench/"
+	forbidden := map[string][]string{
+		"suites":    {"perf"},
+		"perf":      {"suites", "cmd"},
+		"observe":   {"suites", "perf", "clusters", "cmd"},
+		"scenarios": {"suites", "perf", "observe", "clusters", "cmd"},
+		"results":   {""}, // nothing of ours
+		"fakegpu":   {""},
+	}
+	root := filepath.Join("..", "..")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "_output" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		top, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
+		rules, ok := forbidden[top]
+		if !ok {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, im := range f.Imports {
+			p, _ := strconv.Unquote(im.Path.Value)
+			ours, isOurs := strings.CutPrefix(p, mod)
+			if !isOurs {
+				continue
+			}
+			for _, bad := range rules {
+				if bad == "" && !strings.HasPrefix(ours, top) || bad != "" && (ours == bad || strings.HasPrefix(ours, bad+"/")) {
+					t.Errorf("%s imports %s: %s must not import %q (DESIGN.md, imports point down)", rel, p, top, bad)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
