@@ -11,7 +11,7 @@ import (
 
 func readTimeline(t *testing.T, name string) []Event {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "testdata", "timelines", name))
+	f, err := os.Open(filepath.Join("testdata", "timelines", name))
 	if err != nil {
 		t.Fatal(err)
 	}
