@@ -59,6 +59,7 @@ type compareFlags struct {
 	minEffect        float64
 	alpha            float64
 	failOnRegression bool
+	gateMetrics      []string
 	deadline         time.Duration
 	conformanceRep   int
 }
@@ -106,7 +107,8 @@ Writes compare.md, compare.json and compare.html (self-contained, with plots) in
 	fs.StringVar(&f.runDir, "run-dir", "", "where results go (default _output/runs/<id>)")
 	fs.Float64Var(&f.minEffect, "min-effect", compare.DefaultMinEffect, "smallest relative change reported (0.05 = 5%)")
 	fs.Float64Var(&f.alpha, "alpha", compare.DefaultAlpha, "significance level")
-	fs.BoolVar(&f.failOnRegression, "fail-on-regression", false, "exit 3 when a metric regresses significantly or an assertion goes from pass to fail")
+	fs.BoolVar(&f.failOnRegression, "fail-on-regression", false, "exit 3 when a gate metric regresses significantly or an assertion goes from pass to fail")
+	fs.StringSliceVar(&f.gateMetrics, "gate-metrics", compare.DefaultGateMetrics(), "metrics whose significant regression sets the regression flag (every metric is still tested and reported); * for all")
 	fs.DurationVar(&f.deadline, "deadline", 3*time.Hour, "the whole comparison's deadline")
 	return cmd
 }
@@ -289,7 +291,7 @@ func (f *compareFlags) reportComparison(runDir string, stdout io.Writer) error {
 	}
 	// Across minor versions (v1.36 vs v1.37) some assertions state what only one of them does.
 	notComparable := suites.NotComparable(f.old.ranVersion(), f.new.ranVersion())
-	rep, err := compare.Compare(sides[0], sides[1], compare.Options{Alpha: f.alpha, MinEffect: f.minEffect, NotComparable: notComparable})
+	rep, err := compare.Compare(sides[0], sides[1], compare.Options{Alpha: f.alpha, MinEffect: f.minEffect, NotComparable: notComparable, GateMetrics: f.gateMetrics})
 	if err != nil {
 		return codedError{err, exitError}
 	}

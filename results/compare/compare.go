@@ -49,6 +49,25 @@ type Options struct {
 	// list (results imports no other gangbench package): the runner fills it when comparing across
 	// minor versions, e.g. v1.36 against v1.37, from the suites' knowledge of changed assertions.
 	NotComparable map[string]string `json:"notComparable,omitempty"`
+	// GateMetrics are the metrics (DataItem name "." data key, e.g. "bindingRate.Average") whose
+	// significant regression sets Report.Regressed; nil means DefaultGateMetrics, and "*" every metric.
+	// Every metric is still tested and reported. Each test at Alpha is one more chance of a false
+	// alarm (63 metrics at 0.05 flag about three by chance alone), so a CI gate judges the few figures
+	// a user decides on, and the rest are there to explain them.
+	GateMetrics []string `json:"gateMetrics"`
+}
+
+// DefaultGateMetrics are the headline figures: throughput, gang latency, the scheduler's own time
+// per group, and the gang invariants.
+func DefaultGateMetrics() []string {
+	return []string{
+		"bindingRate.Average", "apiserverBindingRate.Average", "gangLatency.Perc50", "gangLatency.Perc99",
+		"podGroupAttemptDuration.Perc99", "partialGangs.Value", "unboundFittingPods.Value", "statusRegressions.Value",
+	}
+}
+
+func (o Options) gated(metric string) bool {
+	return slices.Contains(o.GateMetrics, "*") || slices.Contains(o.GateMetrics, metric)
 }
 
 // withDefaults fills zero fields and rejects values that make no statistical sense.
@@ -67,6 +86,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.HigherIsBetter == nil {
 		o.HigherIsBetter = DefaultHigherIsBetter
+	}
+	if o.GateMetrics == nil {
+		o.GateMetrics = DefaultGateMetrics()
 	}
 	return o, nil
 }
@@ -107,7 +129,7 @@ type Report struct {
 	Metrics    []MetricResult    `json:"metrics"`    // sorted by metric, then labels
 	Assertions []AssertionChange `json:"assertions"` // in order of first appearance, old runs first
 	Options    Options           `json:"options"`    // as used, defaults filled in
-	// Regressed is set when any metric is a Regression or any assertion "regressed". Flaky, new,
+	// Regressed is set when any gated metric is a Regression or any assertion "regressed". Flaky, new,
 	// removed and not comparable assertions do not set it: they need a human look, not a red build.
 	Regressed bool     `json:"regressed"`
 	Notes     []string `json:"notes,omitempty"`
@@ -138,11 +160,21 @@ func Compare(old, new Side, opts Options) (*Report, error) {
 	rep.Notes = append(rep.Notes, notes...)
 	rep.Assertions = compareAssertions(old.Runs, new.Runs, opts.NotComparable)
 
-	var regressedMetrics, regressedAssertions, flaky int
+	var regressedMetrics, regressedAssertions, flaky, tested, gated int
 	for _, m := range rep.Metrics {
-		if m.Regression {
+		if m.Verdict != NotComparable {
+			tested++
+			if m.Gated {
+				gated++
+			}
+		}
+		if m.Regression && m.Gated {
 			regressedMetrics++
 		}
+	}
+	if tested > gated {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d metrics tested at alpha %g: about %.1f would come out significant by chance alone; %d of them (the gate metrics: %s) decide the regression flag, the others are reported to explain them",
+			tested, opts.Alpha, float64(tested)*opts.Alpha, gated, strings.Join(opts.GateMetrics, ", ")))
 	}
 	for _, a := range rep.Assertions {
 		switch a.Change {

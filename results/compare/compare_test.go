@@ -422,3 +422,28 @@ func TestJSONRoundTrip(t *testing.T) {
 		t.Errorf("decoded interval [%v, %v]", m.Old.Lo, m.Old.Hi)
 	}
 }
+
+// TestGateMetrics: every metric is tested and reported, but only the gate metrics decide the
+// regression flag, so that the chance false alarms of many tests do not fail a CI job.
+func TestGateMetrics(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		metric   string
+		gate     []string
+		regressed bool
+	}{
+		{"default gate, headline metric", "bindingRate.Average", nil, true},
+		{"default gate, explanatory metric", "bindingRate.Perc90", nil, false},
+		{"explicit gate", "bindingRate.Perc90", []string{"bindingRate.Perc90"}, true},
+		{"every metric", "bindingRate.Perc90", []string{"*"}, true},
+	} {
+		item, key, _ := strings.Cut(tc.metric, ".")
+		m, rep := compareOne(t, item, "pods/s", key, base, scale(base, 0.8), Options{GateMetrics: tc.gate})
+		if m.Verdict != Slower || !m.Regression {
+			t.Fatalf("%s: verdict %s regression %v, want a slower regression", tc.name, m.Verdict, m.Regression)
+		}
+		if rep.Regressed != tc.regressed || m.Gated != tc.regressed {
+			t.Errorf("%s: report regressed %v, metric gated %v; want %v", tc.name, rep.Regressed, m.Gated, tc.regressed)
+		}
+	}
+}

@@ -45,6 +45,7 @@ type metricJSON struct {
 	PValue         *float64          `json:"pValue"`
 	Verdict        MetricVerdict     `json:"verdict"`
 	Regression     bool              `json:"regression"`
+	Gated          bool              `json:"gated"`
 	Reason         string            `json:"reason,omitempty"`
 	Warnings       []string          `json:"warnings,omitempty"`
 }
@@ -53,7 +54,7 @@ type metricJSON struct {
 func (m MetricResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(metricJSON{
 		m.Metric, m.Unit, m.Labels, m.HigherIsBetter, m.Old, m.New, finite(m.Ratio), m.RatioLo, m.RatioHi,
-		finite(m.PValue), m.Verdict, m.Regression, m.Reason, m.Warnings,
+		finite(m.PValue), m.Verdict, m.Regression, m.Gated, m.Reason, m.Warnings,
 	})
 }
 
@@ -65,7 +66,7 @@ func (m *MetricResult) UnmarshalJSON(data []byte) error {
 	}
 	*m = MetricResult{
 		j.Metric, j.Unit, j.Labels, j.HigherIsBetter, j.Old, j.New, orElse(j.Ratio, math.NaN()), j.RatioLo, j.RatioHi,
-		orElse(j.PValue, math.NaN()), j.Verdict, j.Regression, j.Reason, j.Warnings,
+		orElse(j.PValue, math.NaN()), j.Verdict, j.Regression, j.Gated, j.Reason, j.Warnings,
 	}
 	return nil
 }

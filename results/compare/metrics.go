@@ -59,9 +59,11 @@ type MetricResult struct {
 	// metric is not comparable.
 	PValue     float64
 	Verdict    MetricVerdict
-	Regression bool     // Verdict is Slower
-	Reason     string   // set only for NotComparable: why
-	Warnings   []string // benchmath's warnings, e.g. too few samples for a confidence interval
+	Regression bool // Verdict is Slower
+	// Gated: the metric is one of Options.GateMetrics, so a Regression sets Report.Regressed.
+	Gated    bool
+	Reason   string   // set only for NotComparable: why
+	Warnings []string // benchmath's warnings, e.g. too few samples for a confidence interval
 }
 
 // LabelString is the metric's labels as "k=v,k=v".
@@ -166,6 +168,7 @@ func compareMetric(id metricID, o, n *metricSamples, opts Options, th *benchmath
 		m.Unit = strings.Join(nu, ", ")
 	}
 	m.HigherIsBetter = opts.HigherIsBetter(m.Metric, m.Unit)
+	m.Gated = opts.gated(m.Metric)
 	confidence := 1 - opts.Alpha
 	var warnings []string
 	m.Old, warnings = summarize(ov, confidence, th)

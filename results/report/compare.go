@@ -95,7 +95,7 @@ func WriteCompareMarkdown(w io.Writer, r *compare.Report) error {
 		b.WriteString("| metric | unit | old | new | ratio [CI] | p | verdict |\n|---|---|---:|---:|---:|---:|---|\n")
 		for _, m := range r.Metrics {
 			v := mdCell(verdictCell(m))
-			if m.Regression {
+			if m.Regression && m.Gated {
 				v = "**" + v + "**"
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", mdCell(m.DisplayName()), mdCell(m.Unit),

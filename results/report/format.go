@@ -97,8 +97,10 @@ func pCell(m compare.MetricResult) string {
 // regression flag, or why the metric is not comparable.
 func verdictCell(m compare.MetricResult) string {
 	switch {
-	case m.Regression:
+	case m.Regression && m.Gated:
 		return string(m.Verdict) + " (regression)"
+	case m.Regression:
+		return string(m.Verdict) + " (not a gate metric)"
 	case m.Verdict == compare.NotComparable && m.Reason != "":
 		return string(m.Verdict) + ": " + m.Reason
 	}
