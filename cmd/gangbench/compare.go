@@ -291,7 +291,9 @@ func (f *compareFlags) reportComparison(runDir string, stdout io.Writer) error {
 	}
 	// Across minor versions (v1.36 vs v1.37) some assertions state what only one of them does.
 	notComparable := suites.NotComparable(f.old.ranVersion(), f.new.ranVersion())
-	rep, err := compare.Compare(sides[0], sides[1], compare.Options{Alpha: f.alpha, MinEffect: f.minEffect, NotComparable: notComparable, GateMetrics: f.gateMetrics})
+	metricDiffs := measure.MetricDifferences(clusters.MinorOf(f.old.ranVersion()), clusters.MinorOf(f.new.ranVersion()))
+	rep, err := compare.Compare(sides[0], sides[1], compare.Options{Alpha: f.alpha, MinEffect: f.minEffect,
+		NotComparable: notComparable, NotComparableMetrics: metricDiffs, GateMetrics: f.gateMetrics})
 	if err != nil {
 		return codedError{err, exitError}
 	}

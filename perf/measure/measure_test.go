@@ -117,7 +117,7 @@ func fixtureServer(t *testing.T, bodies ...[]byte) clusters.Endpoint {
 func TestBindingRate(t *testing.T) {
 	tl := timeline.NewTimeline(nil)
 	env := &Env{
-		Cluster:           &clusters.Cluster{APIServerMetrics: fixtureServer(t, readMetrics(t, "apiserver-before.txt"), readMetrics(t, "apiserver-after.txt"))},
+		Cluster:  &clusters.Cluster{APIServerMetrics: fixtureServer(t, readMetrics(t, "apiserver-before.txt"), readMetrics(t, "apiserver-after.txt"))},
 		Timeline: tl, Measured: []string{"gangs"},
 	}
 	m := newBindingRate(env)
@@ -360,5 +360,27 @@ func TestFilterFamilies(t *testing.T) {
 	}
 	if n := len(FilterFamilies(text, "nonexistent")); n != 0 {
 		t.Errorf("%d bytes kept for an absent family", n)
+	}
+}
+
+func TestMetricDifferences(t *testing.T) {
+	if d := MetricDifferences(37, 37); len(d) != 0 {
+		t.Errorf("same minor: %v", d)
+	}
+	d := MetricDifferences(36, 37)
+	if !strings.Contains(d["podGroupAttemptDuration"], "PATCH") {
+		t.Errorf("v1.36 vs v1.37: %v, want podGroupAttemptDuration explained", d)
+	}
+	names := map[string]bool{}
+	for _, h := range SchedulerHistograms() {
+		names[h.Item] = true
+	}
+	for _, c := range SchedulerCounters() {
+		names[c.Item] = true
+	}
+	for item := range d {
+		if !names[item] {
+			t.Errorf("difference for %q, which is no scheduler DataItem", item)
+		}
 	}
 }

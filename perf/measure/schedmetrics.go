@@ -154,3 +154,17 @@ func SchedulerItems(before, after *metrics.Snapshot) ([]results.DataItem, error)
 	}
 	return items, nil
 }
+
+// MetricDifferences names the DataItems whose scheduler metric means something else in one of the two
+// Kubernetes minor versions compared, with why, so a comparison across them reports "not comparable"
+// rather than a change that is only a moved measurement boundary. Empty for the same minor.
+func MetricDifferences(oldMinor, newMinor int) map[string]string {
+	out := map[string]string{}
+	if oldMinor == newMinor || (oldMinor != 36 && newMinor != 36) {
+		return out
+	}
+	out["podGroupAttemptDuration"] = "v1.37 observes scheduler_podgroup_scheduling_attempt_duration_seconds after the PodGroup status PATCH of the cycle (schedule_one_podgroup.go:920-926, updatePodGroupCondition, then the metric) and from before the snapshot update; v1.36 before the PATCH (schedule_one_podgroup.go:587, 612): the v1.37 figure includes an API round trip"
+	out["workloadPreemptionVictims"] = "scheduler_workload_preemption_victims is new in v1.37"
+	out["workloadPreemptionAttempts"] = "scheduler_workload_preemption_attempts_total is new in v1.37"
+	return out
+}

@@ -55,6 +55,10 @@ type Options struct {
 	// alarm (63 metrics at 0.05 flag about three by chance alone), so a CI gate judges the few figures
 	// a user decides on, and the rest are there to explain them.
 	GateMetrics []string `json:"gateMetrics"`
+	// NotComparableMetrics maps DataItem names (e.g. "podGroupAttemptDuration") whose meaning differs
+	// between the compared versions to the reason: their figures are shown, their verdict is "not
+	// comparable". Filled by the runner, like NotComparable.
+	NotComparableMetrics map[string]string `json:"notComparableMetrics,omitempty"`
 }
 
 // DefaultGateMetrics are the headline figures: throughput, gang latency, the scheduler's own time

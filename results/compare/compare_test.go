@@ -427,9 +427,9 @@ func TestJSONRoundTrip(t *testing.T) {
 // regression flag, so that the chance false alarms of many tests do not fail a CI job.
 func TestGateMetrics(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		metric   string
-		gate     []string
+		name      string
+		metric    string
+		gate      []string
 		regressed bool
 	}{
 		{"default gate, headline metric", "bindingRate.Average", nil, true},
@@ -445,5 +445,16 @@ func TestGateMetrics(t *testing.T) {
 		if rep.Regressed != tc.regressed || m.Gated != tc.regressed {
 			t.Errorf("%s: report regressed %v, metric gated %v; want %v", tc.name, rep.Regressed, m.Gated, tc.regressed)
 		}
+	}
+}
+
+func TestNotComparableMetricKeepsFigures(t *testing.T) {
+	opts := Options{NotComparableMetrics: map[string]string{"podGroupAttemptDuration": "boundary moved"}}
+	m, rep := compareOne(t, "podGroupAttemptDuration", "s", "Perc99", base, scale(base, 3), opts)
+	if m.Verdict != NotComparable || m.Reason != "boundary moved" || m.Regression || rep.Regressed {
+		t.Errorf("verdict %s (%q), regression %v/%v; want not comparable, no regression", m.Verdict, m.Reason, m.Regression, rep.Regressed)
+	}
+	if m.Old.N != 6 || m.New.N != 6 || math.Abs(m.Ratio-3) > 1e-9 {
+		t.Errorf("figures dropped: old n=%d new n=%d ratio %v", m.Old.N, m.New.N, m.Ratio)
 	}
 }

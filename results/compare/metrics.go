@@ -190,6 +190,10 @@ func compareMetric(id metricID, o, n *metricSamples, opts Options, th *benchmath
 		return notComparable(m, fmt.Sprintf("fewer than 2 samples on a side (old %d, new %d)", m.Old.N, m.New.N))
 	}
 
+	if reason, ok := opts.NotComparableMetrics[id.item]; ok {
+		return notComparable(m, reason)
+	}
+
 	c := benchmath.AssumeNothing.Compare(benchmath.NewSample(slices.Clone(ov), th), benchmath.NewSample(slices.Clone(nv), th))
 	m.PValue = c.P
 	for _, w := range c.Warnings {
