@@ -21,8 +21,10 @@ import (
 // The faults suite breaks the control plane while gangs are being placed (issue 7): SIGKILL of the
 // kube-scheduler in the middle of a burst, a restart of the kube-apiserver, a restart of the kwok
 // controller that plays every kubelet. After each, a correct cluster binds again, places no gang
-// partially, keeps every PodGroup's status monotonic and loses no object. Every feature is serial
-// (a restart stalls every other test) and needs a provider that can restart components.
+// partially, keeps every PodGroup's status monotonic and loses no object. The node faults (fake GPUs
+// marked unhealthy; on kind, a kubelet restart that the device plugin must survive) are in
+// faults_gpu.go. Every feature is serial (a restart stalls every other test); the restarts need a
+// provider that can restart components, the kubelet ones real kubelets.
 
 const fltRef = "issue 7 (faults under load); gang-semantics §3.4, §4"
 
