@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -354,9 +355,13 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 	close(stopped)
 
 	r := &results.Run{ID: id, Command: "e2e", Started: started, Finished: time.Now(), Interrupted: interrupted.Load(), Cases: coll.Cases()}
-	// Whether the suite binary's own verdict is explained by its assertions, judged before version
-	// differences turn expected failures into skips (the binary still exits non-zero for those).
-	assertionsFailed := !r.Summary().OK()
+	// Whether the suite binary's non-zero exit is explained by failed assertions, judged before
+	// version differences turn expected failures into skips (the binary still exits non-zero for
+	// those). test2json exits 1 whatever went wrong, so a panic or the test timeout is read from the
+	// log: no assertion explains those.
+	logText, _ := os.ReadFile(logPath)
+	crashed := bytes.Contains(logText, []byte("panic: ")) || bytes.Contains(logText, []byte("test timed out after"))
+	explained := !r.Summary().OK() && !crashed
 	r.Environment = environmentOf(runDir, f, spec)
 	// Assertions whose v1.37 statement does not hold by design on the version under test (v1.36)
 	// are reported as such, not as failures.
@@ -365,7 +370,7 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 		r.Cases = append(r.Cases, mc)
 		fmt.Fprintln(live, results.FormatCaseLine(mc))
 	}
-	if waitErr != nil && !assertionsFailed && r.Summary().OK() && !r.Interrupted {
+	if waitErr != nil && !explained && r.Summary().OK() && !r.Interrupted {
 		// The suite binary failed outside any assertion (cluster start, preflight, a crash, the
 		// status monitor): that must not read as a pass.
 		tail, _ := os.ReadFile(logPath)
