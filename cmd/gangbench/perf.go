@@ -102,7 +102,7 @@ Results are written in every case.`,
 	f.cluster.register(cmd, 0)
 	fs := cmd.Flags()
 	fs.Lookup("nodes").Usage = "simulated nodes for every scenario (default: each scenario's cluster.nodes)"
-	fs.StringArrayVar(&f.scenarios, "scenario", nil, "scenario file or shipped scenario name (repeatable; default: the shipped set selected by --labels)")
+	fs.StringSliceVar(&f.scenarios, "scenario", nil, "scenario files or shipped scenario names, comma-separated or repeated (default: the shipped set selected by --labels)")
 	fs.StringSliceVar(&f.labels, "labels", nil, "select shipped scenarios by label: x or +x requires, -x excludes (default: default)")
 	fs.StringVar(&f.slo, "slo", "", "SLO file to judge the figures against; 'default' is the shipped perf/slo/default.yaml")
 	fs.StringArrayVar(&f.params, "param", nil, "override a scenario $param as name=value (repeatable)")
