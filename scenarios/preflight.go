@@ -22,7 +22,7 @@ var ErrGangAPIUnavailable = gangapi.ErrUnavailable
 // GenericWorkload gate is off). It returns the version served. Without this check every suite would
 // fail for one configuration reason, burying it under dozens of confusing failures.
 func Preflight(ctx context.Context, cs kubernetes.Interface, namespace string) (gangapi.API, error) {
-	api, err := gangapi.Discover(ctx, cs.Discovery())
+	api, err := gangapi.Discover(cs.Discovery())
 	if err != nil {
 		return api, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/existing"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/clusters/kind"
@@ -252,23 +253,32 @@ func scenarioNames(scs []*scenario.Scenario) string {
 	return strings.Join(n, ", ")
 }
 
-// localSource builds the local provider's source from the cluster flags. The binaries are built
-// here, with progress on the terminal, rather than silently inside the first cluster create.
-func localSource(ctx context.Context, cmd *cobra.Command, f *clusterFlags, stderr io.Writer) (perf.ClusterSource, error) {
+// perfBaseSpec is the cluster spec every scenario's cluster starts from; its node count is set per
+// scenario, so the rest is validated with a placeholder.
+func perfBaseSpec(cmd *cobra.Command, f *clusterFlags) (clusters.Spec, error) {
 	if !cmd.Flags().Changed("name") {
 		// Unique per run, so a perf run never collides with a user's cluster or another run.
 		f.name = fmt.Sprintf("perf-%d", os.Getpid())
 	}
-	// The spec's node count is set per scenario; validate the rest with a placeholder.
 	probe := *f
 	probe.nodes = 1
 	spec, err := probe.spec()
 	if err != nil {
-		return nil, err
+		return clusters.Spec{}, err
 	}
 	spec.Nodes = 0
 	if !cmd.Flags().Changed("timeout") {
 		spec.ReadyTimeout = 0 // the source scales it with the node count
+	}
+	return spec, nil
+}
+
+// localSource builds the local provider's source from the cluster flags. The binaries are built
+// here, with progress on the terminal, rather than silently inside the first cluster create.
+func localSource(ctx context.Context, cmd *cobra.Command, f *clusterFlags, stderr io.Writer) (perf.ClusterSource, error) {
+	spec, err := perfBaseSpec(cmd, f)
+	if err != nil {
+		return nil, err
 	}
 	if _, err := k8sbin.Ensure(ctx, spec.KubernetesVersion, f.binOptions(stderr)); err != nil {
 		return nil, codedError{err, exitError}
@@ -290,18 +300,9 @@ func kindSource(cmd *cobra.Command, f *clusterFlags, stderr io.Writer) (perf.Clu
 	if f.kwokNodes != 0 {
 		return nil, usageError{errors.New("--kwok-nodes: perf run derives the kwok nodes from each scenario's node count minus --workers")}
 	}
-	if !cmd.Flags().Changed("name") {
-		f.name = fmt.Sprintf("perf-%d", os.Getpid())
-	}
-	probe := *f
-	probe.nodes = 1
-	spec, err := probe.spec()
+	spec, err := perfBaseSpec(cmd, f)
 	if err != nil {
 		return nil, err
-	}
-	spec.Nodes = 0
-	if !cmd.Flags().Changed("timeout") {
-		spec.ReadyTimeout = 0 // the source scales it with the node count
 	}
 	return &perf.KindSource{Options: f.kindOptions(stderr), Workers: f.workers, Base: spec}, nil
 }

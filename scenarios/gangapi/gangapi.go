@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
@@ -85,42 +84,10 @@ func notExpressible(api API, kind, field string, value any) error {
 		ErrNotExpressible, kind, field, value, api, api)
 }
 
-// ForKubernetesVersion returns the version a control plane of that Kubernetes version serves:
-// v1alpha2 for v1.36, v1beta1 from v1.37 on. Gang scheduling before v1.36 used a different shape
-// (Workload v1alpha1 with pods pointing at it) that gangbench does not speak.
-func ForKubernetesVersion(v string) (API, error) {
-	minor, err := MinorOf(v)
-	if err != nil {
-		return API{}, err
-	}
-	switch {
-	case minor >= 37:
-		return V1beta1(), nil
-	case minor == 36:
-		return V1alpha2(), nil
-	}
-	return API{}, fmt.Errorf("Kubernetes %s: gangbench speaks the gang scheduling API of v1.36 (scheduling.k8s.io/v1alpha2) and v1.37 on (v1beta1); earlier versions had another shape", v)
-}
-
-// MinorOf returns the minor version of "v1.37.2" (37); only major version 1 is accepted.
-func MinorOf(v string) (int, error) {
-	s := strings.TrimPrefix(v, "v")
-	major, rest, ok := strings.Cut(s, ".")
-	if !ok || major != "1" {
-		return 0, fmt.Errorf("Kubernetes version %q: want v1.MINOR.PATCH", v)
-	}
-	minorStr, _, _ := strings.Cut(rest, ".")
-	minor, err := strconv.Atoi(minorStr)
-	if err != nil || minor < 0 {
-		return 0, fmt.Errorf("Kubernetes version %q: minor %q is not a number", v, minorStr)
-	}
-	return minor, nil
-}
-
 // Discover asks the apiserver which version it serves, preferring v1beta1. The error wraps
 // ErrUnavailable when it serves none, and names what to enable.
-func Discover(ctx context.Context, d discovery.DiscoveryInterface) (API, error) {
-	_ = ctx // discovery.DiscoveryInterface takes no context; the caller's rest.Config timeout bounds it
+// discovery.DiscoveryInterface takes no context: the client's rest.Config timeout bounds it.
+func Discover(d discovery.DiscoveryInterface) (API, error) {
 	var seen []string
 	for _, api := range Known() {
 		res, err := d.ServerResourcesForGroupVersion(api.GroupVersion())
@@ -182,7 +149,7 @@ func NewClient(api API, typed kubernetes.Interface, dyn dynamic.Interface) (*Cli
 
 // ForConfig discovers the served version and builds a client for it.
 func ForConfig(ctx context.Context, cfg *rest.Config, typed kubernetes.Interface) (*Client, error) {
-	api, err := Discover(ctx, typed.Discovery())
+	api, err := Discover(typed.Discovery())
 	if err != nil {
 		return nil, err
 	}

@@ -155,20 +155,6 @@ func TestPatchToV1alpha2(t *testing.T) {
 	}
 }
 
-func TestForKubernetesVersion(t *testing.T) {
-	for v, want := range map[string]string{"v1.36.3": "v1alpha2", "v1.37.2": "v1beta1", "v1.38.0-rc.1": "v1beta1"} {
-		api, err := ForKubernetesVersion(v)
-		if err != nil || api.Version != want {
-			t.Errorf("%s: %v, %v; want %s", v, api, err, want)
-		}
-	}
-	for _, v := range []string{"v1.35.4", "v2.0.0", "1", "v1.x.0"} {
-		if _, err := ForKubernetesVersion(v); err == nil {
-			t.Errorf("%s: no error", v)
-		}
-	}
-}
-
 // TestConvertedClient drives the v1alpha2 client against client-go's fake dynamic client, which
 // stores what it is sent: the stored object must be v1alpha2, what callers get back v1beta1.
 func TestConvertedClient(t *testing.T) {
