@@ -23,7 +23,7 @@ import (
 var (
 	kubeconfig     = flag.String("kubeconfig", "", "run against this cluster instead of creating a local one (needs a kwok controller for lane nodes)")
 	runDir         = flag.String("run-dir", "", "write monitor.json, cluster.json and failure artifacts here")
-	schedulerBin   = flag.String("scheduler-binary", "", "run this kube-scheduler as the scheduler under test (local cluster)")
+	schedulerBin   = flag.String("scheduler-binary", "", "run this kube-scheduler as the scheduler under test (local, or kind: wrapped into an image)")
 	kubeBinDir     = flag.String("kube-bin-dir", "", "prebuilt control-plane binaries (local cluster)")
 	k8sVersion     = flag.String("k8s-version", clusters.DefaultKubernetesVersion, "Kubernetes version (local cluster)")
 	schedulerGates = flag.String("scheduler-feature-gates", "", "feature gates for the scheduler only, e.g. GenericWorkload=false (local cluster)")

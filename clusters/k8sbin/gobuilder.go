@@ -250,6 +250,13 @@ func (g *GoBuilder) Build(ctx context.Context, t Target, outDir string, progress
 		return g.buildEtcd(ctx, t.Version, work, outDir, progress)
 	case TargetKwok:
 		return g.buildKwok(ctx, t.Version, work, outDir, progress)
+	case TargetKubernetesNode:
+		return g.buildKubernetesBinaries(ctx, t, work, outDir, progress)
+	case TargetPause:
+		return g.buildPause(ctx, t.Version, work, outDir, progress)
+	}
+	if r, ok := installRecipes[t.Name]; ok {
+		return g.buildInstall(ctx, r, t.Version, work, outDir, progress)
 	}
 	return fmt.Errorf("unknown build target %q", t.Name)
 }
@@ -271,6 +278,13 @@ func kubeLDFlags(version string) string {
 }
 
 func (g *GoBuilder) buildKubernetes(ctx context.Context, version, work, outDir string, progress func(string, bool)) error {
+	return g.buildKubernetesBinaries(ctx, Target{TargetKubernetes, version}, work, outDir, progress)
+}
+
+// buildKubernetesBinaries builds the binaries of a target made from k8s.io/kubernetes' cmd/ (the
+// control plane, or the node side of a kind node image) in a wrapper module.
+func (g *GoBuilder) buildKubernetesBinaries(ctx context.Context, t Target, work, outDir string, progress func(string, bool)) error {
+	version := t.Version
 	const sources = "kubernetes sources"
 	progress(sources, false)
 	mf, err := g.kubernetesGoMod(ctx, work, version)
@@ -281,7 +295,7 @@ func (g *GoBuilder) buildKubernetes(ctx context.Context, version, work, outDir s
 		return err
 	}
 	getArgs := []string{"get"}
-	for _, b := range Binaries(TargetKubernetes) {
+	for _, b := range Binaries(t.Name) {
 		getArgs = append(getArgs, "k8s.io/kubernetes/cmd/"+b+"@"+version)
 	}
 	if err := g.run(ctx, work, nil, getArgs...); err != nil {
@@ -292,7 +306,7 @@ func (g *GoBuilder) buildKubernetes(ctx context.Context, version, work, outDir s
 	ld := kubeLDFlags(version)
 	// One go build per binary so progress is per component; the shared
 	// packages are compiled once and then come from the build cache.
-	for _, b := range Binaries(TargetKubernetes) {
+	for _, b := range Binaries(t.Name) {
 		progress(b, false)
 		if err := g.run(ctx, work, nil, "build", "-trimpath", "-ldflags", ld, "-o", outDir+string(filepath.Separator), "k8s.io/kubernetes/cmd/"+b); err != nil {
 			return err

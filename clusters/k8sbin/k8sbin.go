@@ -39,6 +39,15 @@ const (
 	TargetEtcd       = "etcd"
 	TargetKwok       = "kwok"
 
+	// Targets of a kind node image (see nodetargets.go): the node-side Kubernetes binaries, the
+	// container runtime, CNI plugins, crictl and the pause program.
+	TargetKubernetesNode = "kubernetes-node"
+	TargetContainerd     = "containerd"
+	TargetRunc           = "runc"
+	TargetCNIPlugins     = "cni-plugins"
+	TargetCriTools       = "cri-tools"
+	TargetPause          = "pause"
+
 	// Binary names.
 	APIServerBinary         = "kube-apiserver"
 	ControllerManagerBinary = "kube-controller-manager"
@@ -164,7 +173,7 @@ func Binaries(name string) []string {
 	case TargetKwok:
 		return []string{KwokBinary}
 	}
-	return nil
+	return nodeBinaries(name)
 }
 
 // DefaultCacheDir returns $GANGBENCH_CACHE_DIR if set, else

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/kind/nodeimage"
 	"github.com/gangbench/gangbench/fakegpu"
 )
 
@@ -19,6 +20,9 @@ import (
 // kubeadm_merge.go): an entry with the same name as one of kind's (feature-gates) replaces it, a new
 // name is appended.
 const kubeadmAPIVersion = "kubeadm.k8s.io/v1beta4"
+
+// kubeletConfigAPIVersion is the KubeletConfiguration version kind's kubeadm config renders.
+const kubeletConfigAPIVersion = "kubelet.config.k8s.io/v1beta1"
 
 // KubeadmArg is one kubeadm v1beta4 extraArgs entry.
 type KubeadmArg struct {
@@ -46,6 +50,7 @@ type KubeadmEtcd struct {
 type ClusterConfigurationPatch struct {
 	APIVersion        string            `json:"apiVersion"`
 	Kind              string            `json:"kind"`
+	ImageRepository   string            `json:"imageRepository,omitempty"`
 	APIServer         *KubeadmComponent `json:"apiServer,omitempty"`
 	ControllerManager *KubeadmComponent `json:"controllerManager,omitempty"`
 	Scheduler         *KubeadmComponent `json:"scheduler,omitempty"`
@@ -161,6 +166,23 @@ func clusterConfigurationPatch(spec clusters.Spec) ClusterConfigurationPatch {
 	return p
 }
 
+// InitConfigurationPatch is the merge patch on kubeadm's InitConfiguration: a gangbench node image
+// has no CoreDNS (see package nodeimage), so its addon phase is skipped with kind's preflight skip.
+type InitConfigurationPatch struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	SkipPhases []string `json:"skipPhases"`
+}
+
+// KubeletConfigurationPatch is the merge patch on every kubelet's configuration.
+type KubeletConfigurationPatch struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// FailCgroupV1 false lets a v1.35+ kubelet run on a cgroup v1 host (it exits there by default);
+	// on a cgroup v2 host it changes nothing.
+	FailCgroupV1 *bool `json:"failCgroupV1,omitempty"`
+}
+
 // workerLabels are set by each worker's kubelet: ours, so the DaemonSet and readiness waits find the
 // workers, and GPU feature discovery's, which a real GPU node would carry and gang workloads select on.
 func workerLabels(inv fakegpu.Inventory) map[string]string {
@@ -193,9 +215,29 @@ func renderPlan(pl plan, schedulerPort int) ([]byte, error) {
 	rc := clusters.GangRuntimeConfig(spec.KubernetesVersion)
 	maps.Copy(rc, spec.RuntimeConfig)
 
-	patch, err := yaml.Marshal(clusterConfigurationPatch(spec))
-	if err != nil {
-		return nil, fmt.Errorf("kind config: render kubeadm patch: %w", err)
+	if pl.NodeImage == "" {
+		// Not built yet (RenderConfig before Create): the key is known only once it is.
+		v := spec.KubernetesVersion
+		if v == "" {
+			v = clusters.DefaultKubernetesVersion
+		}
+		pl.NodeImage = nodeimage.Repository + ":" + v
+	}
+	own := nodeimage.IsGangbench(pl.NodeImage)
+	ccp := clusterConfigurationPatch(spec)
+	failV1 := false
+	docs := []any{&ccp, KubeletConfigurationPatch{APIVersion: kubeletConfigAPIVersion, Kind: "KubeletConfiguration", FailCgroupV1: &failV1}}
+	if own {
+		ccp.ImageRepository = nodeimage.ImageRepository
+		docs = append(docs, InitConfigurationPatch{APIVersion: kubeadmAPIVersion, Kind: "InitConfiguration", SkipPhases: []string{"preflight", "addon/coredns"}})
+	}
+	var patches []string
+	for _, d := range docs {
+		b, err := yaml.Marshal(d)
+		if err != nil {
+			return nil, fmt.Errorf("kind config: render kubeadm patch: %w", err)
+		}
+		patches = append(patches, string(b))
 	}
 	cp := v1alpha4.Node{Role: v1alpha4.ControlPlaneRole, Image: pl.NodeImage}
 	if schedulerPort > 0 {
@@ -215,8 +257,11 @@ func renderPlan(pl plan, schedulerPort int) ([]byte, error) {
 		Nodes:                []v1alpha4.Node{cp},
 		FeatureGates:         clusterFeatureGates(spec),
 		RuntimeConfig:        rc,
-		KubeadmConfigPatches: []string{string(patch)},
+		KubeadmConfigPatches: patches,
 	}
+	// A gangbench node image carries no kindnetd (it is not on the module proxy): Create configures
+	// the CNI plugins on each node itself (see cni.go).
+	cfg.Networking.DisableDefaultCNI = own
 	for range pl.Workers {
 		cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: pl.NodeImage, Labels: workerLabels(pl.GPU)})
 	}
@@ -240,8 +285,24 @@ func checkConfig(b []byte) error {
 		return fmt.Errorf("kind config does not decode strictly as v1alpha4.Cluster: %w", err)
 	}
 	for i, p := range c.KubeadmConfigPatches {
-		var cp ClusterConfigurationPatch
-		if err := yaml.UnmarshalStrict([]byte(p), &cp); err != nil {
+		var meta struct {
+			Kind string `json:"kind"`
+		}
+		if err := yaml.Unmarshal([]byte(p), &meta); err != nil {
+			return fmt.Errorf("kind config: kubeadm patch %d: %w", i, err)
+		}
+		var into any
+		switch meta.Kind {
+		case "ClusterConfiguration":
+			into = &ClusterConfigurationPatch{}
+		case "InitConfiguration":
+			into = &InitConfigurationPatch{}
+		case "KubeletConfiguration":
+			into = &KubeletConfigurationPatch{}
+		default:
+			return fmt.Errorf("kind config: kubeadm patch %d: unexpected kind %q", i, meta.Kind)
+		}
+		if err := yaml.UnmarshalStrict([]byte(p), into); err != nil {
 			return fmt.Errorf("kind config: kubeadm patch %d: %w", i, err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/kind/nodeimage"
 	"github.com/gangbench/gangbench/fakegpu"
 )
 
@@ -56,9 +57,13 @@ func TestRenderConfigGolden(t *testing.T) {
 					t.Errorf("nodes: want 1 control-plane + 2 workers, got %+v", c.Nodes)
 				}
 				for i, n := range c.Nodes {
-					if n.Image != defaults.Image {
-						t.Errorf("node %d image %q, want kind's default %q", i, n.Image, defaults.Image)
+					if want := nodeimage.Repository + ":" + clusters.DefaultKubernetesVersion; n.Image != want {
+						t.Errorf("node %d image %q, want gangbench's node image %q", i, n.Image, want)
 					}
+				}
+				// gangbench's node image has no kindnetd and its images under their own repository.
+				if !c.Networking.DisableDefaultCNI || p.ImageRepository != nodeimage.ImageRepository {
+					t.Errorf("disableDefaultCNI %v, imageRepository %q: want true and %q", c.Networking.DisableDefaultCNI, p.ImageRepository, nodeimage.ImageRepository)
 				}
 				pm := c.Nodes[0].ExtraPortMappings
 				if len(pm) != 1 || pm[0].ContainerPort != 10259 || pm[0].HostPort != 41059 || pm[0].ListenAddress != "127.0.0.1" {
@@ -141,8 +146,10 @@ func TestRenderConfigGolden(t *testing.T) {
 			if c.Kind != "Cluster" || c.APIVersion != "kind.x-k8s.io/v1alpha4" {
 				t.Errorf("type meta %+v", c.TypeMeta)
 			}
-			if len(c.KubeadmConfigPatches) != 1 {
-				t.Fatalf("want one kubeadm patch, got %d", len(c.KubeadmConfigPatches))
+			// The ClusterConfiguration patch first, then the kubelet's (and with gangbench's node
+			// image the InitConfiguration's).
+			if len(c.KubeadmConfigPatches) < 2 || !strings.Contains(c.KubeadmConfigPatches[1], "failCgroupV1: false") {
+				t.Fatalf("want the ClusterConfiguration and KubeletConfiguration patches, got %q", c.KubeadmConfigPatches)
 			}
 			var p ClusterConfigurationPatch
 			if err := yaml.UnmarshalStrict([]byte(c.KubeadmConfigPatches[0]), &p); err != nil {
@@ -191,7 +198,7 @@ func TestRenderConfigRejects(t *testing.T) {
 		{"no worker left", clusters.Spec{Nodes: 2}, Options{KwokNodes: 2}, []string{"no kind worker"}},
 		{"etcd gates", clusters.Spec{ComponentFeatureGates: map[clusters.Component]map[string]bool{clusters.Etcd: {"X": true}}}, Options{}, []string{"etcd", "not supported on kind"}},
 		{"kwok args without kwok", clusters.Spec{ExtraArgs: map[clusters.Component]map[string]string{clusters.Kwok: {"v": "4"}}}, Options{}, []string{"no kwok nodes"}},
-		{"scheduler binary", clusters.Spec{SchedulerBinary: "/bin/true"}, Options{}, []string{"scheduler image"}},
+		{"scheduler image and binary", clusters.Spec{SchedulerBinary: "/opt/kube-scheduler"}, Options{SchedulerImage: "example.com/kube-scheduler:gang"}, []string{"both", "example.com/kube-scheduler:gang", "/opt/kube-scheduler", "give one"}},
 		{"bad name", clusters.Spec{Name: "Bad_Name"}, Options{}, []string{"Bad_Name"}},
 		{"bad gpu", clusters.Spec{GPU: fakegpu.Inventory{Count: 65}}, Options{}, []string{"gpu", "65"}},
 	}
@@ -236,11 +243,13 @@ func TestResolveNodes(t *testing.T) {
 }
 
 func TestNodeImage(t *testing.T) {
+	// "" is gangbench's own node image, built for the version at create time.
 	tests := []struct{ version, explicit, want string }{
-		{"", "", defaults.Image},
-		{clusters.DefaultKubernetesVersion, "", defaults.Image},
-		{"v1.37.0", "", defaults.Image},
-		{"v1.38.1", "", "kindest/node:v1.38.1"},
+		{"", "", ""},
+		{clusters.DefaultKubernetesVersion, "", ""},
+		{"v1.36.3", "", ""},
+		{"v1.38.1", "", ""},
+		{"v1.37.2", "kindest/node:v1.37.0", "kindest/node:v1.37.0"},
 		{"v1.34.0", "my/node:dev", "my/node:dev"},
 		{"", "localhost:5000/kindest/node:v1.37.2", "localhost:5000/kindest/node:v1.37.2"},
 	}
@@ -252,5 +261,36 @@ func TestNodeImage(t *testing.T) {
 	}
 	if _, err := nodeImage("", "localhost:5000/kindest/node:v1.33.1"); err == nil {
 		t.Error("registry host with a port and an old tag accepted")
+	}
+	if _, err := nodeImage("v1.35.4", ""); err == nil || !strings.Contains(err.Error(), "v1.35.4") {
+		t.Errorf("nodeImage(v1.35.4) = %v, want an error naming the version", err)
+	}
+	if _, err := nodeImage("1.37.2", ""); err == nil {
+		t.Error("a version without v accepted")
+	}
+}
+
+// A node image gangbench did not build (kindest/node, pulled by a user who can) keeps kind's own CNI,
+// image names and CoreDNS; only the cgroup v1 allowance applies to every image.
+func TestRenderConfigForeignImage(t *testing.T) {
+	out, err := RenderConfig(clusters.Spec{}, Options{NodeImage: defaults.Image})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c v1alpha4.Cluster
+	if err := yaml.UnmarshalStrict(out, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Networking.DisableDefaultCNI {
+		t.Error("default CNI disabled for kind's own node image")
+	}
+	all := strings.Join(c.KubeadmConfigPatches, "---\n")
+	for _, bad := range []string{"imageRepository", "addon/coredns"} {
+		if strings.Contains(all, bad) {
+			t.Errorf("patches for a kindest image contain %q:\n%s", bad, all)
+		}
+	}
+	if !strings.Contains(all, "failCgroupV1: false") {
+		t.Errorf("patches lack failCgroupV1: false:\n%s", all)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/kind/nodeimage"
 	kwokcfg "github.com/gangbench/gangbench/clusters/kwok"
 	"github.com/gangbench/gangbench/fakegpu"
 )
@@ -28,8 +28,9 @@ import (
 // machine without one it fails within seconds, naming each engine and what it said, having created
 // nothing (no state, no containers). Then: kind creates the nodes from the rendered config; the fake
 // device plugin image is built and loaded into every worker and its DaemonSet deployed, and Create
-// waits until every worker advertises its GPUs; the scheduler image, if any, replaces the
-// scheduler's; the kwok controller and the simulated nodes, if any, are started last.
+// waits until every worker advertises its GPUs; the scheduler under test, if any (an image from the
+// engine, or Spec.SchedulerBinary wrapped into one), replaces the scheduler's; the kwok controller
+// and the simulated nodes, if any, are started last.
 //
 // kind's own create cannot be cancelled (its API takes no context): when ctx ends during it, Create
 // waits for it to return and then deletes what it made. Any failure deletes the cluster.
@@ -42,11 +43,27 @@ func (p *Provider) Create(ctx context.Context, spec clusters.Spec) (*clusters.Cl
 	if err != nil {
 		return nil, err
 	}
-	if img := p.opts.SchedulerImage; img != "" {
-		// Fail before creating anything when the image is not in the engine: it is loaded from there.
-		if err := p.opts.Runner(ctx, io.Discard, engine, "image", "inspect", img); err != nil {
-			return nil, fmt.Errorf("scheduler image %s is not in %s (build or pull it there first): %w", img, engine, err)
+	// Fail before creating anything when the scheduler under test cannot be had.
+	sched, err := p.resolveScheduler(ctx, pl.Spec, engine)
+	if err != nil {
+		return nil, err
+	}
+	// gangbench's own node image is built (or found) now, before any container exists: it carries
+	// the exact version asked for and preloads the device plugin of this source tree.
+	ownImage := pl.NodeImage == ""
+	if ownImage {
+		if pl.NodeImage, err = p.opts.EnsureNodeImage(ctx, pl.Spec.KubernetesVersion, engine); err != nil {
+			return nil, fmt.Errorf("kind node image: %w", err)
 		}
+	}
+	// Whether the engine runs kind's --privileged nodes, asked with a throwaway container of the
+	// node image: on an engine that refuses them kind would wait 30 s for a node that never starts.
+	privArgs, err := p.opts.ProbePrivilege(ctx, engine, pl.NodeImage)
+	if err != nil {
+		return nil, err
+	}
+	if privArgs != nil {
+		p.log.Info("the engine refuses privileged containers; kind nodes run with every capability it grants instead", "engine", engine, "args", strings.Join(privArgs, " "))
 	}
 	port := p.opts.SchedulerMetricsPort
 	if port == 0 {
@@ -62,7 +79,7 @@ func (p *Provider) Create(ctx context.Context, spec clusters.Spec) (*clusters.Cl
 	root := p.opts.StateDir
 	st := &state{
 		Name: name, Engine: engine, Created: time.Now().UTC(), Phase: phaseCreating, Owner: refOf(os.Getpid()),
-		NodeImage: pl.NodeImage, SchedulerImage: p.opts.SchedulerImage, SchedulerMetricsPort: port,
+		NodeImage: pl.NodeImage, SchedulerImage: sched.image(), SchedulerBinary: sched.binary(), SchedulerMetricsPort: port,
 		Workers: pl.Workers, KwokNodes: pl.KwokNodes, GPU: pl.GPU,
 		Kubeconfig: filepath.Join(clusterDir(root, name), "kubeconfig"),
 	}
@@ -79,7 +96,7 @@ func (p *Provider) Create(ctx context.Context, spec clusters.Spec) (*clusters.Cl
 	if err != nil {
 		return nil, errors.Join(err, removeState(root, name))
 	}
-	c := &creation{p: p, pl: pl, st: st, api: api, dir: clusterDir(root, name), config: cfg}
+	c := &creation{p: p, pl: pl, st: st, api: api, dir: clusterDir(root, name), config: cfg, privArgs: privArgs, pluginPreloaded: ownImage && nodeimage.IsGangbench(pl.NodeImage), sched: sched}
 	start := time.Now()
 	cl, err := c.run(ctx)
 	if err != nil {
@@ -133,8 +150,14 @@ type creation struct {
 	api    kindAPI
 	dir    string
 	config []byte
+	sched  *schedulerSource // nil: the node image's scheduler runs
 	cs     kubernetes.Interface
 	nodes  *clusterNodes
+	// privArgs replace kind's --privileged (nil: it works as is).
+	privArgs []string
+	// pluginPreloaded: the node image was built in this create with the device plugin image of
+	// this source tree in it, so it needs no loading.
+	pluginPreloaded bool
 }
 
 func (c *creation) logDir() string { return filepath.Join(c.dir, "logs") }
@@ -174,12 +197,17 @@ func (c *creation) run(ctx context.Context) (*clusters.Cluster, error) {
 		return nil, fmt.Errorf("kind cluster %q has %d worker nodes, want %d (nodes: %s)", c.st.Name, len(c.nodes.Workers), c.pl.Workers, nodeNames(c.nodes.All))
 	}
 	c.st.ControlPlane = c.nodes.ControlPlane.String()
+	if ownCNI(c.pl) {
+		if err := setupCNI(ctx, c.cs, c.nodes.All, timeout); err != nil {
+			return nil, fmt.Errorf("kind cluster %q: pod network: %w", c.st.Name, err)
+		}
+	}
 	if err := c.devicePlugin(ctx, timeout); err != nil {
 		return nil, err
 	}
 	schedVersion := ""
-	if img := c.p.opts.SchedulerImage; img != "" {
-		if schedVersion, err = c.scheduler(ctx, img, timeout); err != nil {
+	if c.sched != nil {
+		if schedVersion, err = c.scheduler(ctx, c.sched, timeout); err != nil {
 			return nil, err
 		}
 	}
@@ -214,19 +242,28 @@ func (c *creation) run(ctx context.Context) (*clusters.Cluster, error) {
 	return cl, nil
 }
 
+// ownCNI says whether gangbench configures the pod network itself: a gangbench node image carries
+// no kindnetd, and its kind config disables kind's default CNI.
+func ownCNI(pl plan) bool { return nodeimage.IsGangbench(pl.NodeImage) }
+
 // createNodes runs kind's create. kind waits for the control plane to be Ready; the workers are
 // waited for below, once their device plugin runs (Ready without GPUs is not ready for gangbench).
 func (c *creation) createNodes(ctx context.Context, timeout time.Duration) error {
+	opts := []cluster.CreateOption{
+		cluster.CreateWithRawConfig(c.config),
+		// Never the user's ~/.kube/config: the cluster's kubeconfig lives with its state.
+		cluster.CreateWithKubeconfigPath(c.st.Kubeconfig),
+		cluster.CreateWithDisplayUsage(false),
+		cluster.CreateWithDisplaySalutation(false),
+	}
+	// With gangbench's CNI no node is Ready before setupCNI runs, after kind returns: kind's wait
+	// would only use up the timeout (it does not fail).
+	if !ownCNI(c.pl) {
+		opts = append(opts, cluster.CreateWithWaitForReady(timeout))
+	}
 	done := make(chan error, 1)
 	go func() {
-		done <- c.api.Create(c.st.Name,
-			cluster.CreateWithRawConfig(c.config),
-			cluster.CreateWithWaitForReady(timeout),
-			// Never the user's ~/.kube/config: the cluster's kubeconfig lives with its state.
-			cluster.CreateWithKubeconfigPath(c.st.Kubeconfig),
-			cluster.CreateWithDisplayUsage(false),
-			cluster.CreateWithDisplaySalutation(false),
-		)
+		done <- withEngineShim(c.st.Engine, c.privArgs, func() error { return c.api.Create(c.st.Name, opts...) })
 	}()
 	var err error
 	select {
@@ -252,21 +289,10 @@ func (c *creation) devicePlugin(ctx context.Context, timeout time.Duration) erro
 	if ref == "" {
 		ref = defaultPluginRef
 	}
-	archive := filepath.Join(c.dir, "fakegpu-device-plugin.tar")
-	f, err := os.OpenFile(archive, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	err = o.BuildPluginArchive(ctx, f, ref)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("device plugin image: %w", err)
-	}
-	c.p.log.Info("loading the fake GPU device plugin image into the workers", "image", ref, "workers", len(c.nodes.Workers))
-	if err := loadArchive(ctx, archive, c.nodes.Workers); err != nil {
-		return fmt.Errorf("device plugin image: %w", err)
+	if !c.pluginPreloaded || o.PluginImage != "" {
+		if err := c.loadPlugin(ctx, ref); err != nil {
+			return err
+		}
 	}
 	d := PluginDeployment{Image: ref, Inventory: c.pl.GPU, NodeSelector: map[string]string{LabelWorker: "true"}}
 	if err := o.DeployDevicePlugin(ctx, c.cs, d); err != nil {
@@ -278,26 +304,28 @@ func (c *creation) devicePlugin(ctx context.Context, timeout time.Duration) erro
 	return nil
 }
 
-// scheduler loads the user's scheduler image from the engine into the control-plane node, points the
-// scheduler's static pod at it and waits for it; it returns the version the new scheduler reports.
-func (c *creation) scheduler(ctx context.Context, image string, timeout time.Duration) (string, error) {
+// scheduler loads the scheduler image (saved from the engine, or built from the binary) into the
+// control-plane node, points the scheduler's static pod at it and waits for it; it returns the
+// version the new scheduler reports.
+func (c *creation) scheduler(ctx context.Context, src *schedulerSource, timeout time.Duration) (string, error) {
+	image := src.Image
 	archive := filepath.Join(c.dir, "scheduler-image.tar")
 	f, err := os.OpenFile(archive, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return "", err
 	}
-	// `<engine> save` writes a docker-archive tar, which ctr imports; the tar goes through a file
-	// because kind's LoadImageArchive is not cancellable and a pipe would tie the two failure modes.
-	err = c.p.opts.Runner(ctx, f, c.st.Engine, "save", image)
+	// The tar goes through a file because kind's LoadImageArchive is not cancellable and a pipe
+	// would tie the two failure modes.
+	err = src.writeArchive(ctx, c.p.opts.Runner, f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return "", fmt.Errorf("scheduler image %s: save from %s: %w", image, c.st.Engine, err)
+		return "", fmt.Errorf("%s: %w", src, err)
 	}
 	cp := c.nodes.ControlPlane
 	if err := loadArchive(ctx, archive, nodesOf(cp)); err != nil {
-		return "", fmt.Errorf("scheduler image %s: %w", image, err)
+		return "", fmt.Errorf("%s: %w", src, err)
 	}
 	_ = os.Remove(archive) // it can be hundreds of MB and is in the node now
 	// The kubelet looks the image up by the manifest's name, normalised (docker.io/library/ for
@@ -307,12 +335,12 @@ func (c *creation) scheduler(ctx context.Context, image string, timeout time.Dur
 		return "", fmt.Errorf("scheduler image %s was loaded, but the node does not find it under that name (give the image's full name as the engine lists it, e.g. localhost/… for podman): %w", image, err)
 	}
 	if err := swapScheduler(ctx, cp, image, schedulerFlags(c.pl.Spec)); err != nil {
-		return "", fmt.Errorf("scheduler image %s: %w", image, err)
+		return "", fmt.Errorf("%s: %w", src, err)
 	}
 	if err := waitSchedulerPod(ctx, c.cs, cp.String(), image, timeout); err != nil {
 		return "", err
 	}
-	return schedulerVersion(ctx, cp, image), nil
+	return src.version(schedulerVersion(ctx, cp, image)), nil
 }
 
 // versions records what each component runs. The apiserver answers /version; the other control-plane
@@ -394,4 +422,26 @@ func (c *creation) kwokNodes(ctx context.Context, timeout time.Duration) error {
 
 func (p *Provider) resolveKwok(ctx context.Context) (string, string, error) {
 	return resolveKwokBinary(ctx, p.opts)
+}
+
+// loadPlugin builds the device plugin image archive and loads it into every worker.
+func (c *creation) loadPlugin(ctx context.Context, ref string) error {
+	o := c.p.opts
+	archive := filepath.Join(c.dir, "fakegpu-device-plugin.tar")
+	f, err := os.OpenFile(archive, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	err = o.BuildPluginArchive(ctx, f, ref)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("device plugin image: %w", err)
+	}
+	c.p.log.Info("loading the fake GPU device plugin image into the workers", "image", ref, "workers", len(c.nodes.Workers))
+	if err := loadArchive(ctx, archive, c.nodes.Workers); err != nil {
+		return fmt.Errorf("device plugin image: %w", err)
+	}
+	return nil
 }

@@ -57,6 +57,16 @@ func newHarness(t *testing.T, o Options) *harness {
 	})
 	o.StateDir = h.root
 	o.Runner = h.runner.run
+	// A node image named like a user's (not gangbench's) keeps kind's own CNI, so these tests need
+	// no pod network set-up from the fake nodes; cni_test.go covers that path.
+	if o.EnsureNodeImage == nil {
+		o.EnsureNodeImage = func(ctx context.Context, kubeVersion, engine string) (string, error) {
+			return "example.test/kind-node:" + kubeVersion, nil
+		}
+	}
+	if o.ProbePrivilege == nil {
+		o.ProbePrivilege = func(ctx context.Context, engine, image string) ([]string, error) { return nil, nil }
+	}
 	o.BuildPluginArchive = func(ctx context.Context, w io.Writer, ref string) error {
 		_, err := io.WriteString(w, "PLUGIN-IMAGE-TAR "+ref)
 		return err

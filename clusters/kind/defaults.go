@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/fakegpu/deploy"
 	"github.com/gangbench/gangbench/fakegpu/image"
@@ -36,6 +37,31 @@ func wireDefaults(o *Options) {
 	if o.DeployDevicePlugin == nil {
 		o.DeployDevicePlugin = func(ctx context.Context, cs kubernetes.Interface, d PluginDeployment) error {
 			return deploy.Apply(ctx, cs, deploy.Options{Image: d.Image, Inventory: d.Inventory, NodeSelector: d.NodeSelector})
+		}
+	}
+	if o.EnsureNodeImage == nil {
+		bins, root, run, log := o.Bins, o.ModuleRoot, o.Runner, o.Logger
+		o.EnsureNodeImage = func(ctx context.Context, kubeVersion, engine string) (string, error) {
+			prog := k8sbin.NewProgress(bins.Progress)
+			defer prog.Close()
+			img, err := EnsureNodeImage(ctx, NodeImageOptions{
+				KubernetesVersion: kubeVersion, Engine: engine, Bins: bins, ModuleRoot: root, Runner: run, Progress: prog,
+				Log: func(s string) {
+					if log != nil {
+						log.Info(s)
+					}
+				},
+			})
+			if err != nil {
+				return "", err
+			}
+			return img.Ref, nil
+		}
+	}
+	if o.ProbePrivilege == nil {
+		run := o.Runner
+		o.ProbePrivilege = func(ctx context.Context, engine, image string) ([]string, error) {
+			return ProbePrivilege(ctx, run, engine, image)
 		}
 	}
 	if o.WaitAllocatable == nil {

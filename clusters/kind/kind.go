@@ -1,7 +1,7 @@
 // Package kind is the cluster provider that runs real Kubernetes nodes as containers with the
 // sigs.k8s.io/kind Go library (never the kind CLI): one control-plane node and Options.Workers worker
 // nodes whose real kubelets get fake GPUs from gangbench's device plugin, optionally the scheduler
-// under test swapped in from a user image, and optionally kwok-simulated GPU nodes on top.
+// under test swapped in from a user image or binary, and optionally kwok-simulated GPU nodes on top.
 //
 // It needs a container engine (docker, podman or nerdctl) whose daemon answers; Create checks that
 // first and fails within seconds, naming every engine it tried, when none does.
@@ -25,7 +25,6 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/kind/pkg/apis/config/defaults"
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
@@ -71,12 +70,14 @@ type Options struct {
 	// Workers is the number of kind worker nodes (real kubelets with fake GPUs). 0 means Spec.Nodes
 	// when that is set, else 2.
 	Workers int
-	// NodeImage is the kindest/node image of every node; "" means kind's default (defaults.Image) for
-	// the default Kubernetes version, else kindest/node:<Spec.KubernetesVersion>.
+	// NodeImage is the node image of every node (e.g. a kindest/node image a user can pull); "" means
+	// gangbench's own node image for Spec.KubernetesVersion, built offline (or reused) at create time
+	// by EnsureNodeImage.
 	NodeImage string
 	// SchedulerImage, when set, replaces the kube-scheduler of the control plane: the image is taken
 	// from the engine (`<engine> save`), loaded into the control-plane node and put into the
-	// scheduler's static pod manifest.
+	// scheduler's static pod manifest. Spec.SchedulerBinary is the other way to give the scheduler
+	// under test (wrapped into an image by package schedimage); giving both is an error.
 	SchedulerImage string
 	// KwokNodes is the number of kwok-simulated GPU nodes added next to the workers, simulated by a
 	// kwok controller that runs on this machine against the cluster.
@@ -111,6 +112,12 @@ type Options struct {
 	BuildPluginArchive func(ctx context.Context, w io.Writer, ref string) error
 	// DeployDevicePlugin applies the device plugin DaemonSet; nil means fakegpu/deploy.Apply.
 	DeployDevicePlugin func(ctx context.Context, cs kubernetes.Interface, d PluginDeployment) error
+	// EnsureNodeImage returns gangbench's node image for a Kubernetes version in engine, building it
+	// when missing; nil means EnsureNodeImage with Bins and ModuleRoot.
+	EnsureNodeImage func(ctx context.Context, kubeVersion, engine string) (string, error)
+	// ProbePrivilege says how engine runs kind nodes of image (see ProbePrivilege); nil means
+	// ProbePrivilege with Runner.
+	ProbePrivilege func(ctx context.Context, engine, image string) ([]string, error)
 	// WaitAllocatable waits until every node matching selector advertises inv's GPUs; nil means
 	// fakegpu/deploy.WaitAllocatable.
 	WaitAllocatable func(ctx context.Context, cs kubernetes.Interface, selector string, inv fakegpu.Inventory, timeout time.Duration) error
@@ -298,8 +305,8 @@ func resolve(spec clusters.Spec, o Options) (plan, error) {
 			errs = append(errs, fmt.Errorf("feature gates for %q: not supported on kind (accepted: kube-apiserver, kube-controller-manager, kube-scheduler)", c))
 		}
 	}
-	if spec.SchedulerBinary != "" {
-		errs = append(errs, errors.New("scheduler binary: the kind provider runs the scheduler from an image; use the scheduler image option instead"))
+	if spec.SchedulerBinary != "" && o.SchedulerImage != "" {
+		errs = append(errs, fmt.Errorf("scheduler: both an image (%s) and a binary (%s) are given; give one", o.SchedulerImage, spec.SchedulerBinary))
 	}
 	if spec.KubeBinDir != "" {
 		errs = append(errs, errors.New("kube bin dir: the kind provider runs the components of its node image; use the node image option instead"))
@@ -320,30 +327,28 @@ func argsSupported(c clusters.Component) bool {
 
 var kindNodeTagRE = regexp.MustCompile(`^v(\d+)\.(\d+)\.(\d+)`)
 
-// defaultImageVersion is the Kubernetes version of kind's default node image (v1.37.0 for kind
-// v0.33.0), read from the image tag.
-func defaultImageVersion() string {
-	ref, _, _ := strings.Cut(defaults.Image, "@")
-	_, tag, _ := strings.Cut(ref, ":")
-	return tag
-}
-
-// nodeImage picks the node image. There are prebuilt kindest/node images for some patch releases
-// only; gangbench's default version (v1.37.2, what the local provider builds) has none, so the
-// default version maps to kind's default image and the versions actually run are reported from the
-// nodes afterwards. A Kubernetes older than v1.36 is refused: kind renders kubeadm v1beta4 (list-style
-// extraArgs, which our patches use) only from v1.36, and the gang API needs v1.37 anyway.
+// nodeImage picks the node image: the one given, or "" when gangbench's own node image for the
+// version is to be built (or reused) at create time (see package nodeimage: no registry is needed,
+// and the image carries exactly the version asked for). A Kubernetes older than v1.36 is refused:
+// kind renders kubeadm v1beta4 (list-style extraArgs, which our patches use) only from v1.36, and
+// the gang API needs v1.37 anyway.
 func nodeImage(kubeVersion, explicit string) (string, error) {
 	img := explicit
-	switch {
-	case img != "":
-	case kubeVersion == "" || kubeVersion == clusters.DefaultKubernetesVersion || kubeVersion == defaultImageVersion():
-		img = defaults.Image
-	default:
+	if img == "" {
+		if kubeVersion == "" {
+			return "", nil
+		}
 		if err := k8sbin.ValidateKubeVersion(kubeVersion); err != nil {
 			return "", err
 		}
-		img = "kindest/node:" + kubeVersion
+		if m := kindNodeTagRE.FindStringSubmatch(kubeVersion); m != nil {
+			if major, _ := strconv.Atoi(m[1]); major == 1 {
+				if minor, _ := strconv.Atoi(m[2]); minor < 36 {
+					return "", fmt.Errorf("kubernetes %s is too old for the kind provider (it needs v1.36 or later: kubeadm v1beta4; gang scheduling needs v1.37)", kubeVersion)
+				}
+			}
+		}
+		return "", nil
 	}
 	ref, _, _ := strings.Cut(img, "@")
 	if i := strings.LastIndex(ref, ":"); i >= 0 && !strings.Contains(ref[i:], "/") {

@@ -34,7 +34,7 @@ func newKindProvider(engine string, l *slog.Logger) kindAPI {
 	default:
 		opts = append(opts, cluster.ProviderWithDocker())
 	}
-	return cluster.NewProvider(opts...)
+	return engineKind{kindAPI: cluster.NewProvider(opts...), engine: engine}
 }
 
 // slogAdapter makes an slog.Logger a kind log.Logger: V(0) messages (kind's user-facing progress,

@@ -210,8 +210,11 @@ func schedulerVersion(ctx context.Context, cp nodes.Node, image string) string {
 			}
 		}
 	}
-	return "image " + imageTag(image)
+	return imageTagVersionPrefix + imageTag(image)
 }
+
+// imageTagVersionPrefix marks a scheduler version that is the image tag, not what the binary said.
+const imageTagVersionPrefix = "image "
 
 // imageTag is the tag (or digest) of an image reference, or the whole reference without one.
 func imageTag(ref string) string {

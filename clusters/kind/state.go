@@ -55,6 +55,7 @@ type state struct {
 	Owner                procRef           `json:"owner"`
 	NodeImage            string            `json:"nodeImage"`
 	SchedulerImage       string            `json:"schedulerImage,omitempty"`
+	SchedulerBinary      string            `json:"schedulerBinary,omitempty"` // what SchedulerImage was built from, if it was
 	SchedulerMetricsPort int               `json:"schedulerMetricsPort"`
 	Workers              int               `json:"workers"`
 	KwokNodes            int               `json:"kwokNodes"`

@@ -3,6 +3,10 @@
 // without GPUs. It runs as a DaemonSet (see fakegpu/deploy) with the kubelet's device plugin
 // directory mounted. SIGTERM or SIGINT stop it cleanly: it deregisters by removing its socket.
 //
+// Stdout carries only allocation records, one line per container the kubelet allocated GPUs to (see
+// plugin.AllocationPrefix; fakegpu/deploy.ReadAllocations reads them back from the pod's logs).
+// Everything else is logged to stderr.
+//
 // Exit status: 0 after a signal, 1 when serving fails, 2 for invalid flags.
 package main
 
@@ -22,7 +26,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	code := run(ctx, os.Args[1:], os.Stderr, os.Getenv)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	stop()
 	os.Exit(code)
 }
@@ -35,7 +39,8 @@ const (
 )
 
 // run is main without the process: it parses args, serves until ctx ends and returns the exit code.
-func run(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) int {
+// Allocation records go to stdout, logs and usage to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	fs := flag.NewFlagSet("fakegpu-device-plugin", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	options := plugin.BindFlags(fs, getenv)
@@ -58,6 +63,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	opts.Logger = log
+	opts.AllocationLog = stdout
 	p, err := plugin.New(opts)
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "fakegpu-device-plugin: %v\n", err)

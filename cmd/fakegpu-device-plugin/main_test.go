@@ -4,13 +4,22 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/fakegpu/plugin"
 )
 
 const waitTimeout = 20 * time.Second
@@ -45,7 +54,7 @@ func TestRunBadFlags(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			if code := run(context.Background(), tc.args, &stderr, noEnv); code != exitUsage {
+			if code := run(context.Background(), tc.args, io.Discard, &stderr, noEnv); code != exitUsage {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr.String())
 			}
 			for _, w := range tc.want {
@@ -59,7 +68,7 @@ func TestRunBadFlags(t *testing.T) {
 
 func TestRunHelp(t *testing.T) {
 	var stderr bytes.Buffer
-	if code := run(context.Background(), []string{"-h"}, &stderr, noEnv); code != exitOK {
+	if code := run(context.Background(), []string{"-h"}, io.Discard, &stderr, noEnv); code != exitOK {
 		t.Errorf("-h exit %d", code)
 	}
 	for _, f := range []string{"-count", "-resource-name", "-product", "-memory-mib", "-nvlink-domain-size", "-node-name", "-plugin-dir", "-health-addr", "-health-file", "-log-level"} {
@@ -69,21 +78,47 @@ func TestRunHelp(t *testing.T) {
 	}
 }
 
-// TestRunCancelled serves until the context ends (what a signal does in main) and exits 0.
+// TestRunCancelled serves until the context ends (what a signal does in main) and exits 0. While
+// it serves, an Allocate call must leave its record on stdout and nothing else there.
 func TestRunCancelled(t *testing.T) {
 	dir := shortTempDir(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	var stderr syncBuffer
+	var stdout, stderr syncBuffer
 	go func() {
-		done <- run(ctx, []string{"--plugin-dir=" + dir, "--count=2"}, &stderr, func(k string) string {
+		done <- run(ctx, []string{"--plugin-dir=" + dir, "--count=2"}, &stdout, &stderr, func(k string) string {
 			if k == "NODE_NAME" {
 				return "n1"
 			}
 			return ""
 		})
 	}()
-	waitForFile(t, filepath.Join(dir, "gangbench-fakegpu.sock"))
+	sock := filepath.Join(dir, "gangbench-fakegpu.sock")
+	waitForFile(t, sock)
+
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	ids := fakegpu.Inventory{Count: 2}.DeviceIDs("n1")
+	actx, acancel := context.WithTimeout(ctx, waitTimeout)
+	defer acancel()
+	if _, err := pluginapi.NewDevicePluginClient(conn).Allocate(actx, &pluginapi.AllocateRequest{
+		ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids[1:]}},
+	}); err != nil {
+		t.Fatalf("Allocate: %v; stderr:\n%s", err, stderr.String())
+	}
+	// The record is written before Allocate answers.
+	out := stdout.String()
+	got, err := plugin.ParseAllocations(strings.NewReader(out))
+	if err != nil || len(got) != 1 || strings.Count(out, "\n") != 1 {
+		t.Fatalf("stdout = %q (%v), want exactly one allocation record", out, err)
+	}
+	if a := got[0]; a.Node != "n1" || a.Resource != "nvidia.com/gpu" || !slices.Equal(a.DeviceIDs, ids[1:]) || a.Call != 1 {
+		t.Errorf("record %+v, want call 1 of %v on n1", a, ids[1:])
+	}
+
 	cancel()
 	select {
 	case code := <-done:

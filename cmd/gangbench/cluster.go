@@ -58,7 +58,7 @@ func (f *clusterFlags) register(cmd *cobra.Command, defaultNodes int) {
 	fs.StringVar(&f.gpuProduct, "gpu-product", "", "GPU product label (default "+fakegpu.Default().Product+")")
 	fs.StringVar(&f.k8sVersion, "k8s-version", clusters.DefaultKubernetesVersion, "Kubernetes version of the control plane (built from source and cached)")
 	fs.StringVar(&f.kubeBinDir, "kube-bin-dir", "", "use kube-apiserver, kube-controller-manager, kube-scheduler (and etcd, kwok if present) from DIR instead of building")
-	fs.StringVar(&f.schedulerBin, "scheduler-binary", "", "run this kube-scheduler binary as the scheduler under test (a fork, a PR build)")
+	fs.StringVar(&f.schedulerBin, "scheduler-binary", "", "run this kube-scheduler binary as the scheduler under test (a fork, a PR build); kind wraps it into an image, so it must be static (CGO_ENABLED=0)")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "where built binaries are cached (default: user cache dir/gangbench/bin, or $GANGBENCH_CACHE_DIR)")
 	fs.StringSliceVar(&f.featureGates, "feature-gates", nil, "extra feature gates for every component, e.g. TopologyAwareWorkloadScheduling=true")
 	fs.StringSliceVar(&f.schedGates, "scheduler-feature-gates", nil, "feature gates for the scheduler only, e.g. GenericWorkload=false")
@@ -67,7 +67,7 @@ func (f *clusterFlags) register(cmd *cobra.Command, defaultNodes int) {
 	fs.StringVar(&f.engine, "engine", "", "kind: container engine docker, podman or nerdctl (default: the first that answers)")
 	fs.IntVar(&f.workers, "workers", 0, "kind: worker nodes with real kubelets and the fakegpu device plugin (default: --nodes)")
 	fs.StringVar(&f.nodeImage, "node-image", "", "kind: kindest/node image (default: kind's image for the Kubernetes version)")
-	fs.StringVar(&f.schedulerImage, "scheduler-image", "", "kind: run this kube-scheduler image as the scheduler under test")
+	fs.StringVar(&f.schedulerImage, "scheduler-image", "", "kind: run this kube-scheduler image from the container engine as the scheduler under test (instead of --scheduler-binary)")
 	fs.IntVar(&f.kwokNodes, "kwok-nodes", 0, "kind: kwok-simulated GPU nodes next to the workers, for scale")
 }
 
@@ -119,7 +119,10 @@ func (f *clusterFlags) spec() (clusters.Spec, error) {
 		return clusters.Spec{}, usageError{fmt.Errorf("--provider %q: accepted local, kind, auto", f.provider)}
 	}
 	if f.provider == local.ProviderName && (f.schedulerImage != "" || f.workers != 0 || f.kwokNodes != 0 || f.nodeImage != "") {
-		return clusters.Spec{}, usageError{fmt.Errorf("--scheduler-image, --workers, --kwok-nodes and --node-image are kind options; add --provider kind (with local use --scheduler-binary)")}
+		return clusters.Spec{}, usageError{fmt.Errorf("--scheduler-image, --workers, --kwok-nodes and --node-image are kind options; add --provider kind (--scheduler-binary works with both providers)")}
+	}
+	if f.schedulerImage != "" && f.schedulerBin != "" {
+		return clusters.Spec{}, usageError{fmt.Errorf("--scheduler-image %s and --scheduler-binary %s both give the scheduler under test; give one", f.schedulerImage, f.schedulerBin)}
 	}
 	gates, err := parseGates("feature-gates", f.featureGates)
 	if err != nil {
@@ -175,9 +178,14 @@ controller as processes on 127.0.0.1, GenericWorkload=true and scheduling.k8s.io
 --nodes simulated nodes with --gpus-per-node nvidia.com/gpu each.
 
 The cluster keeps running after this command returns (a small gangbench process holds it, so that
-nothing outlives it by accident); use 'gangbench cluster delete' to stop it.`,
+nothing outlives it by accident); use 'gangbench cluster delete' to stop it.
+
+With --provider kind the nodes are kind containers with real kubelets. A scheduler under test given
+with --scheduler-binary runs on either provider: kind wraps it into an image (it must be static) and
+swaps it in on the control-plane node, as it does an image given with --scheduler-image.`,
 		Example: `  gangbench cluster create --nodes 4 --gpus-per-node 8
   gangbench cluster create --name mine --scheduler-binary ./_output/kube-scheduler
+  gangbench cluster create --provider kind --scheduler-binary ./_output/kube-scheduler   # wrapped into an image
   gangbench cluster create --scheduler-feature-gates GenericWorkload=false   # a scheduler without gang scheduling`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

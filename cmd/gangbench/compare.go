@@ -156,6 +156,9 @@ func runCompare(ctx context.Context, g *globalOpts, f *compareFlags, stdout, std
 		return usageError{fmt.Errorf("--repetitions %d / --conformance-repetitions %d: want at least 1 / 0", f.repetitions, f.conformanceRep)}
 	}
 	for _, s := range []*compareSide{&f.old, &f.new} {
+		if s.binary != "" && s.image != "" {
+			return usageError{fmt.Errorf("--%[1]s-scheduler-binary and --%[1]s-scheduler-image both give the %[1]s scheduler; give one", s.name)}
+		}
 		if err := k8sbin.ValidateKubeVersion(s.version); err != nil {
 			return usageError{fmt.Errorf("--%s-version: %w", s.name, err)}
 		}

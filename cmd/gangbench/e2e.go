@@ -22,6 +22,7 @@ import (
 	"github.com/gangbench/gangbench/clusters/existing"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/clusters/kind"
+	"github.com/gangbench/gangbench/clusters/kind/schedimage"
 	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/suites"
@@ -236,6 +237,13 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 			return nil, "", codedError{err, 4}
 		}
 	}
+	if f.kubeconfig == "" && provider == kind.ProviderName && spec.SchedulerBinary != "" {
+		// Checked here too: the suite binary's kind provider would refuse a binary that cannot run
+		// in an image only after the suites have compiled.
+		if _, err := schedimage.Inspect(ctx, spec.SchedulerBinary); err != nil {
+			return nil, "", codedError{err, 4}
+		}
+	}
 	bin := filepath.Join(root, "_output", "bin", "suites.test")
 	fmt.Fprintln(stderr, "compiling the suites …")
 	// An interrupted go command leaves its $GOTMPDIR/go-build* work directory behind, whether
@@ -277,18 +285,20 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 	if f.keepCluster {
 		args = append(args, "-keep-cluster")
 	}
+	// The suite binary runs in suites/, where a path relative to the user's directory names another
+	// file.
 	if f.kubeconfig != "" {
-		args = append(args, "-kubeconfig", f.kubeconfig)
+		args = append(args, "-kubeconfig", absPath(f.kubeconfig))
 	} else {
 		args = append(args, "-k8s-version", spec.KubernetesVersion, "-provider", provider)
 		if provider == kind.ProviderName {
 			args = append(args, "-workers", fmt.Sprint(f.cluster.workers), "-node-image", f.cluster.nodeImage, "-scheduler-image", f.cluster.schedulerImage)
 		}
 		if f.cluster.schedulerBin != "" {
-			args = append(args, "-scheduler-binary", f.cluster.schedulerBin)
+			args = append(args, "-scheduler-binary", absPath(f.cluster.schedulerBin))
 		}
 		if f.cluster.kubeBinDir != "" {
-			args = append(args, "-kube-bin-dir", f.cluster.kubeBinDir)
+			args = append(args, "-kube-bin-dir", absPath(f.cluster.kubeBinDir))
 		}
 		if len(f.cluster.schedGates) > 0 {
 			args = append(args, "-scheduler-feature-gates", strings.Join(f.cluster.schedGates, ","))
@@ -381,6 +391,14 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 		return r, logPath, codedError{err, 4}
 	}
 	return r, logPath, nil
+}
+
+// absPath is p made absolute against the working directory (p itself if that fails).
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
 
 // prefixWriter marks the suite binary's own stderr (cluster start, preflight) so users can tell it

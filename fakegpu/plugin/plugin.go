@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -84,6 +85,10 @@ type Options struct {
 	PollInterval time.Duration
 	// Logger receives the plugin's logs; default discards them.
 	Logger *slog.Logger
+	// AllocationLog, if set, receives a record line (see AllocationPrefix) for every container
+	// request of every granted Allocate call, so that a harness can prove from the outside that the
+	// kubelet allocated the devices. The binary sends them to stdout, apart from the logs.
+	AllocationLog io.Writer
 }
 
 // Plugin serves one fake GPU inventory to the kubelet. Create it with New and start it with Run.
@@ -109,6 +114,13 @@ type Plugin struct {
 	started atomic.Bool
 	ready   chan struct{} // closed once the plugin socket (and HTTP API) serve
 	done    chan struct{} // closed when Run shuts down; ends ListAndWatch streams
+
+	// now is the clock of allocation records; tests fix it.
+	now func() time.Time
+	// allocMu guards allocs and the writes to Options.AllocationLog (apart from mu, so that a slow
+	// log write never stalls the health API).
+	allocMu sync.Mutex
+	allocs  allocations
 
 	mu            sync.Mutex
 	healthAddr    string // bound HTTP address, set before ready is closed
@@ -191,6 +203,7 @@ func New(opts Options) (*Plugin, error) {
 		socketPath: socketPath,
 		log:        opts.Logger.With("resource", opts.Inventory.ResourceName, "node", opts.NodeName),
 		health:     newHealthState(),
+		now:        time.Now,
 		ready:      make(chan struct{}),
 		done:       make(chan struct{}),
 	}, nil

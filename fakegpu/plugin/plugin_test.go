@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -214,7 +215,9 @@ func TestAllocate(t *testing.T) {
 	opts := testOptions(dir)
 	opts.Inventory.Product = "Fake-GPU"
 	opts.Inventory.MemoryMiB = 1024
-	p := startPlugin(t, opts)
+	var log lockedBuffer
+	opts.AllocationLog = &log
+	p := startPlugin(t, opts, func(p *Plugin) { p.now = func() time.Time { return testTime } })
 	c := dialPlugin(t, p.Plugin)
 	ids := p.DeviceIDs()
 	ctx := context.Background()
@@ -265,6 +268,18 @@ func TestAllocate(t *testing.T) {
 
 	if _, err := c.PreStartContainer(ctx, &pluginapi.PreStartContainerRequest{DevicesIds: ids[:1]}); err != nil {
 		t.Errorf("PreStartContainer: %v", err)
+	}
+
+	// The granted call is recorded per container, in the log and in memory; the rejected ones are not.
+	wantRecords := []Allocation{
+		{Time: testTime, Node: testNode, Resource: "nvidia.com/gpu", DeviceIDs: []string{ids[2]}, Call: 1, Container: 0},
+		{Time: testTime, Node: testNode, Resource: "nvidia.com/gpu", DeviceIDs: []string{ids[5], ids[1], ids[4]}, Call: 1, Container: 1},
+	}
+	if got := p.Allocations(); !reflect.DeepEqual(got, wantRecords) {
+		t.Errorf("Allocations() = %+v, want %+v", got, wantRecords)
+	}
+	if got, err := ParseAllocations(strings.NewReader(log.String())); err != nil || !reflect.DeepEqual(got, wantRecords) {
+		t.Errorf("allocation log parses to %+v (%v), want %+v; log:\n%s", got, err, wantRecords, log.String())
 	}
 }
 

@@ -112,7 +112,8 @@ func (p *Plugin) indices(what string, ids []string) ([]int, error) {
 }
 
 // Allocate answers each container request with the env vars and annotations describing its
-// devices, in the order the kubelet listed them.
+// devices, in the order the kubelet listed them. A granted call is recorded (recordAllocation); a
+// rejected one is not, since no container gets devices from it.
 func (s *service) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	p := s.p
 	resp := &pluginapi.AllocateResponse{ContainerResponses: make([]*pluginapi.ContainerAllocateResponse, 0, len(req.GetContainerRequests()))}
@@ -154,6 +155,7 @@ func (s *service) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*
 			Annotations: annotations,
 		})
 	}
+	p.recordAllocation(req.GetContainerRequests())
 	return resp, nil
 }
 

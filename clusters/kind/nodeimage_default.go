@@ -1,0 +1,83 @@
+package kind
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/clusters/kind/nodeimage"
+	"github.com/gangbench/gangbench/fakegpu/image"
+)
+
+// NodeImageOptions say how EnsureNodeImage builds.
+type NodeImageOptions struct {
+	// KubernetesVersion is the node's Kubernetes ("" means the default).
+	KubernetesVersion string
+	// Engine is the container engine the image is loaded into ("" detects one).
+	Engine string
+	// Bins is where binaries are cached and built.
+	Bins k8sbin.Options
+	// Mirror is the Debian archive ("" means this machine's apt sources').
+	Mirror string
+	// ModuleRoot is the gangbench source the device plugin is built from ("" finds it).
+	ModuleRoot string
+	// Runner runs engine commands (nil: ExecRunner).
+	Runner Runner
+	// Progress shows the build (nil: none).
+	Progress *k8sbin.Progress
+	// Log receives notes.
+	Log func(string)
+}
+
+// EnsureNodeImage returns gangbench's kind node image for a Kubernetes version, building it when
+// neither the engine nor the cache has it (see package nodeimage). The fake GPU device plugin of
+// this source tree is preloaded, so its digest is part of the image's key.
+func EnsureNodeImage(ctx context.Context, o NodeImageOptions) (*nodeimage.Image, error) {
+	run := o.Runner
+	if run == nil {
+		run = ExecRunner
+	}
+	engine, err := DetectEngineWith(ctx, o.Engine, run)
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "gangbench-nodeimage-plugin-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	plugin := func(ctx context.Context) (v1.Image, string, error) {
+		root := o.ModuleRoot
+		if root == "" {
+			if root, err = findModuleRoot(); err != nil {
+				return nil, "", err
+			}
+		}
+		bin := filepath.Join(tmp, "fakegpu-device-plugin")
+		if err := image.BuildBinary(ctx, root, bin); err != nil {
+			return nil, "", fmt.Errorf("build device plugin binary: %w", err)
+		}
+		img, err := image.Image(bin)
+		return img, defaultPluginRef, err
+	}
+	return nodeimage.Ensure(ctx, nodeimage.Options{
+		KubernetesVersion: o.KubernetesVersion, Bins: o.Bins, Mirror: o.Mirror, Engine: engine,
+		Run: nodeimage.Runner(run), PluginImage: plugin, Progress: o.Progress, Log: o.Log,
+	})
+}
+
+// PruneNodeImages removes gangbench's node images from the engine and the cache.
+func PruneNodeImages(ctx context.Context, engine string, bins k8sbin.Options, run Runner) ([]string, error) {
+	if run == nil {
+		run = ExecRunner
+	}
+	engine, err := DetectEngineWith(ctx, engine, run)
+	if err != nil {
+		return nil, err
+	}
+	return nodeimage.Prune(ctx, engine, nodeimage.Runner(run), bins)
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/clusters/kind"
+)
+
+func newKindCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{Use: "kind", Short: "kind node images built offline"}
+	var version, cacheDir, engine, mirror string
+	var prune bool
+	img := &cobra.Command{
+		Use:   "node-image",
+		Short: "Build (or reuse) a kind node image for a Kubernetes version, with no registry",
+		Long: `Build a kind node image from sources reachable without a container registry: a Debian root
+filesystem (debootstrap), kind's base files from the sigs.k8s.io/kind module, kubelet, kubeadm,
+kubectl, kube-proxy, containerd, runc, CNI plugins and crictl built from their Go modules, and every
+image the cluster starts preloaded into containerd (control plane, etcd, kube-proxy, pause and the
+fake GPU device plugin). It is cached by content: a second run returns in seconds. The kind provider
+uses it whenever --node-image is not given. --prune removes every cached node image of gangbench
+from the engine and the cache instead.`,
+		Example: "  gangbench kind node-image --k8s-version v1.37.2\n  gangbench kind node-image --prune",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bins := k8sbin.Options{CacheDir: cacheDir}
+			if prune {
+				removed, err := kind.PruneNodeImages(cmd.Context(), engine, bins, nil)
+				for _, r := range removed {
+					fmt.Fprintln(stdout, "removed", r)
+				}
+				return err
+			}
+			if err := k8sbin.ValidateKubeVersion(version); err != nil {
+				return usageError{err}
+			}
+			prog := k8sbin.NewProgress(stderr)
+			defer prog.Close()
+			log := g.logger(stderr)
+			im, err := kind.EnsureNodeImage(cmd.Context(), kind.NodeImageOptions{
+				KubernetesVersion: version, Engine: engine, Bins: bins, Mirror: mirror, Progress: prog,
+				Log: func(s string) { log.Info(s) },
+			})
+			if err != nil {
+				return err
+			}
+			prog.Close()
+			what := "reused"
+			if im.Built {
+				what = "built"
+			}
+			fmt.Fprintf(stdout, "%s (%s; archive %s)\n", im.Ref, what, im.Archive)
+			return nil
+		},
+	}
+	f := img.Flags()
+	f.StringVar(&version, "k8s-version", clusters.DefaultKubernetesVersion, "Kubernetes version of the node")
+	f.StringVar(&cacheDir, "cache-dir", "", "cache dir (default: user cache dir/gangbench/bin, or $GANGBENCH_CACHE_DIR)")
+	f.StringVar(&engine, "engine", "", "container engine to load the image into (default: the first that answers)")
+	f.StringVar(&mirror, "debian-mirror", "", "Debian archive for debootstrap (default: the one this machine's apt sources use)")
+	f.BoolVar(&prune, "prune", false, "remove gangbench's node images from the engine and the cache")
+	cmd.AddCommand(img)
+	return cmd
+}

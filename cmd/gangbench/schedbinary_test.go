@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/kind"
+	"github.com/gangbench/gangbench/clusters/kind/schedimage/schedimagetest"
+)
+
+func kindFlags(bin, image string) clusterFlags {
+	return clusterFlags{
+		provider: kind.ProviderName, name: "gangbench", nodes: 1, gpusPerNode: 8,
+		k8sVersion: clusters.DefaultKubernetesVersion, timeout: time.Minute,
+		schedulerBin: bin, schedulerImage: image,
+	}
+}
+
+// TestSchedulerBinaryReachesKind: --scheduler-binary is the way to test a fork on either provider,
+// so with --provider kind it must reach the kind provider's spec and be accepted there.
+func TestSchedulerBinaryReachesKind(t *testing.T) {
+	f := kindFlags("/opt/kube-scheduler", "")
+	spec, err := f.spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.SchedulerBinary != "/opt/kube-scheduler" {
+		t.Errorf("spec.SchedulerBinary = %q", spec.SchedulerBinary)
+	}
+	if _, err := kind.RenderConfig(spec, kind.Options{}); err != nil {
+		t.Errorf("the kind provider refuses the spec: %v", err)
+	}
+
+	f = kindFlags("/opt/kube-scheduler", "example.com/kube-scheduler:gang")
+	_, err = f.spec()
+	var ue usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--scheduler-image example.com/kube-scheduler:gang and --scheduler-binary /opt/kube-scheduler") {
+		t.Errorf("image and binary: %v, want a usage error naming both", err)
+	}
+
+	f = kindFlags("", "example.com/kube-scheduler:gang")
+	f.provider = "local"
+	if _, err := f.spec(); err == nil || !strings.Contains(err.Error(), "--scheduler-binary works with both providers") {
+		t.Errorf("--scheduler-image on local: %v", err)
+	}
+}
+
+func TestCompareSideImageAndBinaryRefused(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"compare", "--new-scheduler-binary", "/opt/pr", "--new-scheduler-image", "example.com/ks:pr"}, &out, &errb)
+	if code != exitUsage || !strings.Contains(errb.String(), "--new-scheduler-binary and --new-scheduler-image") {
+		t.Errorf("exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// TestE2EKindChecksSchedulerBinaryFirst: a binary that cannot run in an image is refused before the
+// suites are compiled, naming the file.
+func TestE2EKindChecksSchedulerBinaryFirst(t *testing.T) {
+	bin := schedimagetest.WriteELF(t, filepath.Join(t.TempDir(), "kube-scheduler"), schedimagetest.Machine(), "/lib64/ld-linux-x86-64.so.2")
+	var out, errb bytes.Buffer
+	start := time.Now()
+	code := run([]string{"e2e", "--provider", "kind", "--scheduler-binary", bin, "--run-dir", t.TempDir()}, &out, &errb)
+	if code != 4 || !strings.Contains(errb.String(), bin) || !strings.Contains(errb.String(), "dynamically linked") {
+		t.Errorf("exit %d, stderr %q", code, errb.String())
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("took %s: the suites were compiled first?", d)
+	}
+}
+
+func TestAbsPath(t *testing.T) {
+	if p := absPath("rel/kube-scheduler"); !filepath.IsAbs(p) || !strings.HasSuffix(p, "rel/kube-scheduler") {
+		t.Errorf("absPath = %q", p)
+	}
+	if p := absPath("/opt/kube-scheduler"); p != "/opt/kube-scheduler" {
+		t.Errorf("absPath = %q", p)
+	}
+}
