@@ -56,7 +56,7 @@ build: ## Build the gangbench CLI into _output/bin
 	$(GO) build -trimpath -o $(BIN) ./cmd/gangbench
 
 .PHONY: test
-test: k8s-build k8s-build-prev ## Everything CI runs: vet, unit tests, and integration tests on real local clusters
+test: k8s-build k8s-build-prev test-node-image ## Everything CI runs: vet, unit tests, and integration tests on real local and (when an engine answers) kind clusters
 	$(GO) vet ./...
 	$(GO) test -short -count=1 ./...
 	$(GO) test -p 1 -count=1 -timeout $(TEST_TIMEOUT) ./...
@@ -82,6 +82,34 @@ test-short: ## Fast hermetic tests only (no cluster)
 .PHONY: bench-cluster
 bench-cluster: k8s-build ## Benchmark cluster create → nodes Ready → delete with 4 and 500 nodes
 	$(GO) test -run '^$$' -bench BenchmarkCreate -benchtime 3x -timeout 30m ./clusters/local/
+
+.PHONY: bench-kind
+bench-kind: build ## Benchmark kind cluster create → Ready with GPUs → delete, 1 and 3 workers, warm node image
+	$(GO) test -run '^$$' -bench BenchmarkCreate -benchtime 3x -timeout 40m ./clusters/kind/
+
+# The kind node image is built from Debian's packages (debootstrap) and runc links libseccomp: where
+# a container engine answers, install the two when missing (as root, from the machine's own apt
+# sources). Without an engine the kind tests skip, and nothing is installed.
+.PHONY: node-image-deps
+node-image-deps: ## Install debootstrap and libseccomp-dev when an engine answers and they are missing
+	@if docker info >/dev/null 2>&1 || podman info >/dev/null 2>&1 || nerdctl info >/dev/null 2>&1; then \
+		if ! command -v debootstrap >/dev/null || ! dpkg -s libseccomp-dev >/dev/null 2>&1; then \
+			echo "installing debootstrap libseccomp-dev (the kind node image build needs them)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap libseccomp-dev >/dev/null; \
+		fi; \
+	fi
+
+# make test builds (or reuses) the node image before the tests when an engine answers, so a cold
+# build is its own step with its own progress and time, not hidden in the first kind test.
+.PHONY: test-node-image
+test-node-image: build node-image-deps
+	@if docker info >/dev/null 2>&1 || podman info >/dev/null 2>&1 || nerdctl info >/dev/null 2>&1; then \
+		$(BIN) kind node-image --k8s-version $(K8S_VERSION); \
+	else echo "no container engine answers: no kind node image (the kind tests skip)"; fi
+
+.PHONY: node-image
+node-image: build node-image-deps ## Build (or reuse) the kind node image for K8S_VERSION offline (PRUNE=1 removes them all)
+	$(BIN) kind node-image $(if $(PRUNE),--prune,--k8s-version $(K8S_VERSION))
 
 .PHONY: docs
 docs: ## Regenerate docs/assertions.md from the suites' code

@@ -79,7 +79,7 @@ func (p *Provider) Create(ctx context.Context, spec clusters.Spec) (*clusters.Cl
 	root := p.opts.StateDir
 	st := &state{
 		Name: name, Engine: engine, Created: time.Now().UTC(), Phase: phaseCreating, Owner: refOf(os.Getpid()),
-		NodeImage: pl.NodeImage, SchedulerImage: sched.image(), SchedulerBinary: sched.binary(), SchedulerMetricsPort: port,
+		NodeImage: pl.NodeImage, Network: clusterNetwork(engine, name), SchedulerImage: sched.image(), SchedulerBinary: sched.binary(), SchedulerMetricsPort: port,
 		Workers: pl.Workers, KwokNodes: pl.KwokNodes, GPU: pl.GPU,
 		Kubeconfig: filepath.Join(clusterDir(root, name), "kubeconfig"),
 	}
@@ -263,7 +263,7 @@ func (c *creation) createNodes(ctx context.Context, timeout time.Duration) error
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- withEngineShim(c.st.Engine, c.privArgs, func() error { return c.api.Create(c.st.Name, opts...) })
+		done <- withKindEnv(c.st.Engine, c.privArgs, c.st.Network, func() error { return c.api.Create(c.st.Name, opts...) })
 	}()
 	var err error
 	select {

@@ -54,6 +54,7 @@ func newHarness(t *testing.T, o Options) *harness {
 	h.runner = runnerWhere([]string{"docker"}, map[string]string{
 		"docker image inspect": "[{}]",
 		"docker save":          "SCHEDULER-IMAGE-TAR",
+		"docker network":       "",
 	})
 	o.StateDir = h.root
 	o.Runner = h.runner.run

@@ -31,6 +31,22 @@ type NodeImageOptions struct {
 	Progress *k8sbin.Progress
 	// Log receives notes.
 	Log func(string)
+
+	noBuild bool
+}
+
+// CachedNodeImage says which node image EnsureNodeImage would use and where it is, building nothing
+// (the device plugin binary is compiled, since its digest is part of the image's key).
+func CachedNodeImage(ctx context.Context, o NodeImageOptions) (string, error) {
+	o.noBuild = true
+	img, err := EnsureNodeImage(ctx, o)
+	if err != nil {
+		return "", err
+	}
+	if img.InEngine {
+		return img.Ref + " (in the engine)", nil
+	}
+	return img.Ref + " (cached archive " + img.Archive + "; loaded at the next create)", nil
 }
 
 // EnsureNodeImage returns gangbench's kind node image for a Kubernetes version, building it when
@@ -66,7 +82,7 @@ func EnsureNodeImage(ctx context.Context, o NodeImageOptions) (*nodeimage.Image,
 	}
 	return nodeimage.Ensure(ctx, nodeimage.Options{
 		KubernetesVersion: o.KubernetesVersion, Bins: o.Bins, Mirror: o.Mirror, Engine: engine,
-		Run: nodeimage.Runner(run), PluginImage: plugin, Progress: o.Progress, Log: o.Log,
+		Run: nodeimage.Runner(run), PluginImage: plugin, Progress: o.Progress, Log: o.Log, NoBuild: o.noBuild,
 	})
 }
 

@@ -110,11 +110,45 @@ func ProbePrivilege(ctx context.Context, run Runner, engine, image string) ([]st
 	return args, nil
 }
 
-// shimMu serialises the PATH change below: PATH is process-wide, and kind resolves its engine
-// binary from it when it builds each command.
-var shimMu sync.Mutex
+// kindEnvMu serialises the environment changes below: the environment is process-wide, and kind
+// reads it (PATH to find its engine binary, its network variable) while it creates nodes.
+var kindEnvMu sync.Mutex
 
-// withEngineShim runs fn (a kind create) with engine resolving to a script that replaces kind's
+// networkEnv is kind's knob for the docker network its nodes join (kind's default, "kind", is shared
+// by every kind cluster on the machine and never deleted by kind).
+const networkEnv = "KIND_EXPERIMENTAL_DOCKER_NETWORK"
+
+// clusterNetwork is the network a cluster's nodes get: their own, so delete can remove it. Only
+// kind's docker provider takes the knob; other engines use kind's default network.
+func clusterNetwork(engine, cluster string) string {
+	if engine != "docker" {
+		return ""
+	}
+	return "gangbench-" + cluster
+}
+
+// withKindEnv runs fn (a kind create) with the cluster's network and, when args is not nil, the
+// engine shim of withEngineShim.
+func withKindEnv(engine string, args []string, network string, fn func() error) error {
+	kindEnvMu.Lock()
+	defer kindEnvMu.Unlock()
+	if network != "" {
+		old, had := os.LookupEnv(networkEnv)
+		if err := os.Setenv(networkEnv, network); err != nil {
+			return err
+		}
+		defer func() {
+			if had {
+				os.Setenv(networkEnv, old)
+			} else {
+				os.Unsetenv(networkEnv)
+			}
+		}()
+	}
+	return withEngineShim(engine, args, fn)
+}
+
+// withEngineShim (called with kindEnvMu held) runs fn (a kind create) with engine resolving to a script that replaces kind's
 // --privileged by args in `run` commands and passes every other command through unchanged. kind
 // takes no command runner of ours (its Cmder is fixed), so the only seam is the engine's name on
 // PATH; the script lives in a temp dir removed afterwards and PATH is restored.
@@ -134,8 +168,6 @@ func withEngineShim(engine string, args []string, fn func() error) error {
 	if err := os.WriteFile(filepath.Join(dir, engine), []byte(shimScript(real, args)), 0o755); err != nil {
 		return err
 	}
-	shimMu.Lock()
-	defer shimMu.Unlock()
 	old := os.Getenv("PATH")
 	if err := os.Setenv("PATH", dir+string(os.PathListSeparator)+old); err != nil {
 		return err

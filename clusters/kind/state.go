@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,17 +53,20 @@ type state struct {
 	Created time.Time `json:"created"`
 	Phase   string    `json:"phase"`
 	// Owner is the process that created (or is creating) the cluster.
-	Owner                procRef           `json:"owner"`
-	NodeImage            string            `json:"nodeImage"`
-	SchedulerImage       string            `json:"schedulerImage,omitempty"`
-	SchedulerBinary      string            `json:"schedulerBinary,omitempty"` // what SchedulerImage was built from, if it was
-	SchedulerMetricsPort int               `json:"schedulerMetricsPort"`
-	Workers              int               `json:"workers"`
-	KwokNodes            int               `json:"kwokNodes"`
-	GPU                  fakegpu.Inventory `json:"gpu"`
-	Kubeconfig           string            `json:"kubeconfig"`
-	ControlPlane         string            `json:"controlPlane,omitempty"`
-	Versions             map[string]string `json:"versions,omitempty"`
+	Owner                procRef `json:"owner"`
+	NodeImage            string  `json:"nodeImage"`
+	SchedulerImage       string  `json:"schedulerImage,omitempty"`
+	SchedulerBinary      string  `json:"schedulerBinary,omitempty"` // what SchedulerImage was built from, if it was
+	SchedulerMetricsPort int     `json:"schedulerMetricsPort"`
+	// Network is the engine network the nodes are on, made by kind for this cluster alone (so that
+	// deleting the cluster can delete it without touching a network anyone else uses).
+	Network      string            `json:"network,omitempty"`
+	Workers      int               `json:"workers"`
+	KwokNodes    int               `json:"kwokNodes"`
+	GPU          fakegpu.Inventory `json:"gpu"`
+	Kubeconfig   string            `json:"kubeconfig"`
+	ControlPlane string            `json:"controlPlane,omitempty"`
+	Versions     map[string]string `json:"versions,omitempty"`
 	// Kwok is the kwok controller this package started for the cluster's simulated nodes.
 	Kwok     *procRef `json:"kwok,omitempty"`
 	KwokPort int      `json:"kwokPort,omitempty"`
@@ -356,8 +360,27 @@ func (p *Provider) destroy(ctx context.Context, st *state) error {
 		errs = append(errs, fmt.Errorf("delete kind cluster %q: %w", st.Name, err))
 		return errors.Join(errs...)
 	}
+	if st.Network != "" {
+		if err := removeNetwork(ctx, p.opts.Runner, st.Engine, st.Network); err != nil {
+			errs = append(errs, err)
+			return errors.Join(errs...)
+		}
+	}
 	if err := removeState(p.opts.StateDir, st.Name); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// removeNetwork removes the cluster's own network; one that is already gone is fine.
+func removeNetwork(ctx context.Context, run Runner, engine, network string) error {
+	err := run(ctx, io.Discard, engine, "network", "rm", network)
+	var ce *CommandError
+	if err != nil && errors.As(err, &ce) && strings.Contains(strings.ToLower(ce.Stderr), "not found") {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("remove network %s: %w", network, err)
+	}
+	return nil
 }

@@ -80,12 +80,26 @@ func (f *clusterFlags) resolveProvider(ctx context.Context, stderr io.Writer) st
 	if f.provider != "auto" {
 		return f.provider
 	}
-	if engine, err := kind.DetectEngine(ctx, f.engine); err == nil {
-		fmt.Fprintf(stderr, "provider auto: %s answers, using kind\n", engine)
-		return kind.ProviderName
+	engine, err := kind.DetectEngine(ctx, f.engine)
+	if err != nil {
+		fmt.Fprintln(stderr, "provider auto: no container engine answers, using local")
+		return local.ProviderName
 	}
-	fmt.Fprintln(stderr, "provider auto: no container engine answers, using local")
-	return local.ProviderName
+	// An engine that answers may still refuse what kind nodes need: ask it with a throwaway
+	// container (seconds) rather than let kind time out.
+	pr := kind.ProbeEngine(ctx, kind.ExecRunner, engine, "")
+	switch {
+	case !pr.Usable():
+		fmt.Fprintf(stderr, "provider auto: %s answers but cannot run kind nodes (%v), using local\n", engine, pr.Err)
+		return local.ProviderName
+	case pr.Privileged:
+		fmt.Fprintf(stderr, "provider auto: %s answers and runs privileged containers, using kind\n", engine)
+	case pr.Err == nil:
+		fmt.Fprintf(stderr, "provider auto: %s answers and runs kind nodes with every capability it grants (it refuses --privileged), using kind\n", engine)
+	default:
+		fmt.Fprintf(stderr, "provider auto: %s answers (privileges unchecked: %v), using kind\n", engine, pr.Err)
+	}
+	return kind.ProviderName
 }
 
 // kindOptions are the kind provider's options from the flags.

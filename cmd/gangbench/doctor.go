@@ -55,15 +55,15 @@ func doctorChecks(ctx context.Context, version, cacheDir string) []check {
 		out = append(out, check{"binaries " + version, "no", "not cached: the first cluster create builds them (~20 min on 2 cores), or run `gangbench k8s build`"})
 	}
 	out = append(out, check{"provider local", "yes", "needs no container engine"})
-	out = append(out, engineChecks(ctx)...)
+	out = append(out, engineChecks(ctx, version, cacheDir)...)
 	return out
 }
 
 // engineChecks asks each container engine whether its daemon answers, the same way the kind provider
 // does before it creates anything, so doctor and `cluster create --provider kind` say the same thing.
-func engineChecks(ctx context.Context) []check {
+func engineChecks(ctx context.Context, version, cacheDir string) []check {
 	var out []check
-	answering := false
+	answering, usable := false, false
 	for _, engine := range kind.Engines() {
 		if _, err := exec.LookPath(engine); err != nil {
 			out = append(out, check{"engine " + engine, "no", "not installed"})
@@ -75,10 +75,34 @@ func engineChecks(ctx context.Context) []check {
 		}
 		answering = true
 		out = append(out, check{"engine " + engine, "yes", "its daemon answers"})
+		pr := kind.ProbeEngine(ctx, kind.ExecRunner, engine, "")
+		switch {
+		case pr.Privileged:
+			usable = true
+			out = append(out, check{"privileged " + engine, "yes", "privileged containers run"})
+		case pr.Err == nil:
+			usable = true
+			out = append(out, check{"privileged " + engine, "no", "refused; kind nodes run with every capability it grants instead (" + strings.Join(pr.Args, " ") + ")"})
+		case pr.Usable():
+			usable = true
+			out = append(out, check{"privileged " + engine, "?", pr.Err.Error()})
+		default:
+			out = append(out, check{"privileged " + engine, "no", pr.Err.Error()})
+		}
+		img, err := kind.CachedNodeImage(ctx, kind.NodeImageOptions{KubernetesVersion: version, Engine: engine, Bins: k8sbin.Options{CacheDir: cacheDir}})
+		switch {
+		case err != nil:
+			out = append(out, check{"node image " + version, "no", err.Error()})
+		default:
+			out = append(out, check{"node image " + version, "yes", img})
+		}
 	}
-	if answering {
-		out = append(out, check{"provider kind", "yes", "a container engine answers"})
-	} else {
+	switch {
+	case usable:
+		out = append(out, check{"provider kind", "yes", "a container engine answers and can run kind nodes"})
+	case answering:
+		out = append(out, check{"provider kind", "no", "the container engine cannot run kind nodes (see above); use --provider local"})
+	default:
 		out = append(out, check{"provider kind", "no", "no container engine answers; use --provider local"})
 	}
 	return out

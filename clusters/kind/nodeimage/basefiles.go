@@ -25,13 +25,12 @@ var (
 )
 
 // kindBaseEntries returns kind's images/base/files as layer entries, with the modes its Dockerfile
-// gives them (scripts 0755, everything else 0644), the units enabled and masked as the Dockerfile
-// does, and containerd's sandbox image renamed to sandbox (an image preloaded under
-// ImageRepository).
-func kindBaseEntries(kindDir, sandbox string) ([]entry, error) {
+// gives them (scripts 0755, everything else 0644) and the units enabled and masked as the Dockerfile
+// does. It also returns the sandbox (pause) image containerd's config names, which the image must
+// preload under that name.
+func kindBaseEntries(kindDir string) (es []entry, sandbox string, err error) {
 	files := filepath.Join(kindDir, "images", "base", "files")
-	var es []entry
-	err := filepath.WalkDir(files, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(files, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -53,7 +52,7 @@ func kindBaseEntries(kindDir, sandbox string) ([]entry, error) {
 			return err
 		}
 		if dst == "/etc/containerd/config.toml" {
-			if b, err = setSandboxImage(b, sandbox); err != nil {
+			if sandbox, err = sandboxImage(b); err != nil {
 				return fmt.Errorf("%s: %w", p, err)
 			}
 		}
@@ -61,12 +60,12 @@ func kindBaseEntries(kindDir, sandbox string) ([]entry, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("kind base files (%s): %w", files, err)
+		return nil, "", fmt.Errorf("kind base files (%s): %w", files, err)
 	}
 	for _, u := range enabledUnits {
 		unit, err := os.ReadFile(filepath.Join(files, "etc", "systemd", "system", u))
 		if err != nil {
-			return nil, fmt.Errorf("kind base files: unit %s: %w", u, err)
+			return nil, "", fmt.Errorf("kind base files: unit %s: %w", u, err)
 		}
 		for _, target := range wantedBy(unit) {
 			es = append(es, linkEntry(path.Join("/etc/systemd/system", target+".wants", u), "/etc/systemd/system/"+u))
@@ -77,16 +76,19 @@ func kindBaseEntries(kindDir, sandbox string) ([]entry, error) {
 	}
 	// /sbin/init is the rootfs's (systemd-sysv); /sbin is a usrmerge symlink a layer must not shadow.
 	es = append(es, dirEntry("/etc/kubernetes/manifests"))
-	return es, nil
+	return es, sandbox, nil
 }
 
-var sandboxRE = regexp.MustCompile(`(?m)^(\s*sandbox_image\s*=\s*)"[^"]*"`)
+var sandboxRE = regexp.MustCompile(`(?m)^\s*sandbox_image\s*=\s*"([^"]+)"`)
 
-func setSandboxImage(cfg []byte, ref string) ([]byte, error) {
-	if !sandboxRE.Match(cfg) {
-		return nil, fmt.Errorf("no sandbox_image setting to point at %s", ref)
+// sandboxImage is the sandbox_image containerd's config names. It is also the pause image kind's
+// own node images carry, so pods that name it (gangbench's test pods do) find it here too.
+func sandboxImage(cfg []byte) (string, error) {
+	m := sandboxRE.FindSubmatch(cfg)
+	if m == nil {
+		return "", fmt.Errorf("no sandbox_image setting")
 	}
-	return sandboxRE.ReplaceAll(cfg, []byte(`${1}"`+ref+`"`)), nil
+	return string(m[1]), nil
 }
 
 // wantedBy lists the targets in a unit's [Install] WantedBy= lines.

@@ -37,6 +37,8 @@ func minimalBase() []entry {
 type component struct {
 	Name string   // kube-apiserver
 	Tags []string // v1.37.2
+	// Aliases are further full references of the same image.
+	Aliases []string
 	// Binary is the file put at BinaryPath and run as the entrypoint.
 	Binary, BinaryPath string
 	// OnRootfs puts the binary on the node's Debian root filesystem instead of the minimal base:
@@ -51,6 +53,13 @@ func (c component) refs() ([]name.Tag, error) {
 		r, err := name.NewTag(ImageRepository + "/" + c.Name + ":" + t)
 		if err != nil {
 			return nil, fmt.Errorf("image %s:%s: %w", c.Name, t, err)
+		}
+		out = append(out, r)
+	}
+	for _, a := range c.Aliases {
+		r, err := name.NewTag(a)
+		if err != nil {
+			return nil, fmt.Errorf("image %s alias %s: %w", c.Name, a, err)
 		}
 		out = append(out, r)
 	}

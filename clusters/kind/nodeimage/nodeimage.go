@@ -47,7 +47,7 @@ const (
 	// component images under ImageRepository.
 	Repository = "gangbench.dev/kind-node"
 	// recipeRevision changes whenever the assembly below changes what an image contains.
-	recipeRevision = "1"
+	recipeRevision = "2"
 	// cacheName is the node images' directory in the binary cache.
 	cacheName = "kind-node"
 	// LabelKey is the image label holding the content key.
@@ -93,7 +93,12 @@ type Options struct {
 	Progress *k8sbin.Progress
 	// Log receives one-line notes (what was reused, where the logs of a failed step are).
 	Log func(string)
+	// NoBuild only looks: the engine's image or the cached archive (not loaded), else ErrNotCached.
+	NoBuild bool
 }
+
+// ErrNotCached is Ensure's answer with NoBuild when neither the engine nor the cache has the image.
+var ErrNotCached = errors.New("node image not built yet")
 
 // Image is a node image that the engine has.
 type Image struct {
@@ -105,6 +110,8 @@ type Image struct {
 	Archive string
 	// Built says whether this call built it (false: reused from the engine or the cache).
 	Built bool
+	// InEngine says whether the engine has it (false only with NoBuild: then only the archive is).
+	InEngine bool
 	// Versions are the versions of the node's components.
 	Versions map[string]string
 }
@@ -258,6 +265,13 @@ func (b *build) ensure(ctx context.Context) (*Image, error) {
 	img.Archive = filepath.Join(dir, "image.tar")
 	if b.engineHas(ctx, img.Ref) {
 		b.o.Log("node image " + img.Ref + " is in " + b.o.Engine)
+		img.InEngine = true
+		return img, b.readVersions(dir, img)
+	}
+	if b.o.NoBuild {
+		if _, err := os.Stat(img.Archive); err != nil {
+			return nil, fmt.Errorf("%w: %s (gangbench kind node-image --k8s-version %s builds it)", ErrNotCached, img.Ref, b.version)
+		}
 		return img, b.readVersions(dir, img)
 	}
 	parent := filepath.Join(b.cache, cacheName, b.version)
@@ -272,8 +286,10 @@ func (b *build) ensure(ctx context.Context) (*Image, error) {
 	}
 	defer unlock()
 	if b.engineHas(ctx, img.Ref) {
+		img.InEngine = true
 		return img, b.readVersions(dir, img)
 	}
+	removeStale(parent, ".tmp-"+key+"-")
 	if _, err := os.Stat(img.Archive); err != nil {
 		if err := b.assemble(ctx, in, dir, img); err != nil {
 			return nil, err
@@ -285,6 +301,7 @@ func (b *build) ensure(ctx context.Context) (*Image, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("load node image %s from %s: %w", img.Ref, img.Archive, err)
 	}
+	img.InEngine = true
 	return img, b.readVersions(dir, img)
 }
 
@@ -342,14 +359,17 @@ func (b *build) assemble(ctx context.Context, in inputs, dir string, img *Image)
 	if err != nil {
 		return err
 	}
-	pause := imageRef("pause", k8sbin.PauseVersionOf(b.version))
+	base, sandbox, err := kindBaseEntries(kindDir)
+	if err != nil {
+		return err
+	}
 	comps := []component{
 		{Name: k8sbin.APIServerBinary, Tags: []string{b.version}, Binary: set.APIServer, BinaryPath: "/usr/local/bin/" + k8sbin.APIServerBinary},
 		{Name: k8sbin.ControllerManagerBinary, Tags: []string{b.version}, Binary: set.ControllerManager, BinaryPath: "/usr/local/bin/" + k8sbin.ControllerManagerBinary},
 		{Name: k8sbin.SchedulerBinaryName, Tags: []string{b.version}, Binary: set.Scheduler, BinaryPath: "/usr/local/bin/" + k8sbin.SchedulerBinaryName},
 		{Name: k8sbin.KubeProxyBinary, Tags: []string{b.version}, Binary: bin(k8sbin.TargetKubernetesNode, k8sbin.KubeProxyBinary), BinaryPath: "/usr/local/bin/" + k8sbin.KubeProxyBinary, OnRootfs: true},
 		{Name: "etcd", Tags: []string{etcdTag(set.EtcdVersion)}, Binary: set.Etcd, BinaryPath: "/usr/local/bin/etcd"},
-		{Name: "pause", Tags: []string{k8sbin.PauseVersionOf(b.version)}, Binary: bin(k8sbin.TargetPause, k8sbin.PauseBinary), BinaryPath: "/pause"},
+		{Name: "pause", Tags: []string{k8sbin.PauseVersionOf(b.version)}, Aliases: []string{sandbox}, Binary: bin(k8sbin.TargetPause, k8sbin.PauseBinary), BinaryPath: "/pause"},
 	}
 	if err := checkKubeadmImages(refs, comps); err != nil {
 		return err
@@ -398,10 +418,7 @@ func (b *build) assemble(ctx context.Context, in inputs, dir string, img *Image)
 		if err != nil {
 			return err
 		}
-		es, err := kindBaseEntries(kindDir, pause)
-		if err != nil {
-			return err
-		}
+		es := base
 		vj, _ := json.MarshalIndent(versions, "", "  ")
 		es = append(es,
 			fileEntry("/etc/containerd/cri-base.json", 0o644, spec),
@@ -496,6 +513,7 @@ func (b *build) rootfs(ctx context.Context) (string, error) {
 	if _, err := os.Stat(final); err == nil {
 		return final, nil
 	}
+	removeStale(parent, ".tmp-"+key+"-")
 	mirror := b.o.Mirror
 	if mirror == "" {
 		if mirror, err = DebianMirror(b.o.Suite); err != nil {
@@ -599,4 +617,20 @@ func Prune(ctx context.Context, engine string, run Runner, bins k8sbin.Options) 
 		}
 	}
 	return removed, errors.Join(errs...)
+}
+
+// removeStale removes the temp dirs of builds that were killed (the caller holds the lock that
+// every build of the same key takes, so none of them is still being written).
+func removeStale(parent, prefix string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			p := filepath.Join(parent, e.Name())
+			unmountUnder(p)
+			_ = os.RemoveAll(p)
+		}
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultSuite is the Debian release of the node's root filesystem. Bookworm's systemd (252) still
@@ -18,13 +20,13 @@ import (
 const DefaultSuite = "bookworm"
 
 // rootfsPackages are what kind's base image installs (images/base/Dockerfile) less what a node
-// started by gangbench never uses (NFS, iSCSI, fuse-overlayfs, curl, pigz): systemd to run the
+// started by gangbench never uses (NFS, iSCSI, fuse-overlayfs, pigz): systemd to run the
 // node, the network tools the kubelet, kube-proxy and the entrypoint call, and jq for the
 // entrypoint's and kind's scripts.
 var rootfsPackages = []string{
 	"systemd", "systemd-sysv",
 	"conntrack", "iptables", "nftables", "iproute2", "ethtool", "util-linux", "mount", "kmod",
-	"libseccomp2", "bash", "ca-certificates", "jq", "procps",
+	"libseccomp2", "bash", "ca-certificates", "curl", "jq", "procps",
 }
 
 // rootfsRevision changes when the post-processing below changes, so cached trees are rebuilt.
@@ -111,6 +113,10 @@ func buildRootfs(ctx context.Context, suite, mirror, work, out string, log func(
 		return errors.New("debootstrap is not installed (apt-get install debootstrap); it builds the node image's Debian root filesystem")
 	}
 	root := filepath.Join(work, "root")
+	// debootstrap mounts /proc and /sys inside the tree while it installs and unmounts them when it
+	// ends; killed (Ctrl-C), it leaves them mounted, and the caller's RemoveAll of work must not
+	// descend into the host's /proc or /sys.
+	defer unmountUnder(root)
 	args := []string{"--variant=minbase", "--include=" + strings.Join(rootfsPackages, ","), suite, root, mirror}
 	cmd := exec.CommandContext(ctx, deb, args...)
 	logPath := filepath.Join(work, "debootstrap.log")
@@ -170,4 +176,22 @@ func kindCleanup(root string) error {
 		errs = append(errs, err, f.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// unmountUnder lazily unmounts every mount at or below dir, deepest first.
+func unmountUnder(dir string) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var points []string
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			points = append(points, f[4])
+		}
+	}
+	for i := len(points) - 1; i >= 0; i-- {
+		_ = unix.Unmount(points[i], unix.MNT_DETACH)
+	}
 }
