@@ -74,7 +74,30 @@ func setupCNI(ctx context.Context, cs kubernetes.Interface, kindNodes []nodes.No
 			}
 		}
 	}
-	return waitNodesReady(ctx, cs, kindNodes, timeout)
+	if err := waitNodesReady(ctx, cs, kindNodes, timeout); err != nil {
+		return err
+	}
+	return waitKubeProxy(ctx, cs, timeout)
+}
+
+// waitKubeProxy waits until kube-proxy runs on every node, so that service IPs work once Create
+// returns (pods started before its first sync would not reach them).
+func waitKubeProxy(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		ds, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, "kube-proxy", metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		st := ds.Status
+		last = fmt.Sprintf("%d of %d kube-proxy pods ready", st.NumberReady, st.DesiredNumberScheduled)
+		return st.DesiredNumberScheduled > 0 && st.NumberReady == st.DesiredNumberScheduled && st.UpdatedNumberScheduled == st.DesiredNumberScheduled, nil
+	})
+	if err != nil {
+		return fmt.Errorf("kube-proxy not running on every node after %s (%s): %w", timeout, last, err)
+	}
+	return nil
 }
 
 // waitPodCIDRs waits until every kind node is registered with a pod CIDR and an internal address.

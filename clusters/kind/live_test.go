@@ -237,7 +237,10 @@ func checkPodNetwork(t *testing.T, ctx context.Context, cs kubernetes.Interface,
 	}
 	// kube-proxy's image is the node's Debian root filesystem: bash can open a TCP connection.
 	img := nodeimage.ImageRepository + "/kube-proxy:" + version
-	script := fmt.Sprintf("exec 3<>/dev/tcp/%s/443", svc.Spec.ClusterIP)
+	// Short attempts, retried: a SYN sent before kube-proxy's first sync is never DNATed, and its
+	// retransmissions follow the same conntrack entry, so one long attempt would wait out the TCP
+	// timeout even once the rules are there.
+	script := fmt.Sprintf("for i in $(seq 60); do timeout 2 bash -c 'exec 3<>/dev/tcp/%s/443' && exit 0; sleep 1; done; exit 1", svc.Spec.ClusterIP)
 	for _, n := range nodes.Items {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "net-" + n.Name},
