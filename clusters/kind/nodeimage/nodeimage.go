@@ -368,7 +368,9 @@ func (b *build) assemble(ctx context.Context, in inputs, dir string, img *Image)
 		{Name: k8sbin.ControllerManagerBinary, Tags: []string{b.version}, Binary: set.ControllerManager, BinaryPath: "/usr/local/bin/" + k8sbin.ControllerManagerBinary},
 		{Name: k8sbin.SchedulerBinaryName, Tags: []string{b.version}, Binary: set.Scheduler, BinaryPath: "/usr/local/bin/" + k8sbin.SchedulerBinaryName},
 		{Name: k8sbin.KubeProxyBinary, Tags: []string{b.version}, Binary: bin(k8sbin.TargetKubernetesNode, k8sbin.KubeProxyBinary), BinaryPath: "/usr/local/bin/" + k8sbin.KubeProxyBinary, OnRootfs: true},
-		{Name: "etcd", Tags: []string{etcdTag(set.EtcdVersion)}, Binary: set.Etcd, BinaryPath: "/usr/local/bin/etcd"},
+		// The etcd the local provider runs (the version Kubernetes' go.mod pins), under the tag this
+		// kubeadm asks for, which can name another patch release.
+		{Name: "etcd", Tags: []string{kubeadmTag(refs, "etcd", etcdTag(set.EtcdVersion))}, Binary: set.Etcd, BinaryPath: "/usr/local/bin/etcd"},
 		{Name: "pause", Tags: []string{k8sbin.PauseVersionOf(b.version)}, Aliases: []string{sandbox}, Binary: bin(k8sbin.TargetPause, k8sbin.PauseBinary), BinaryPath: "/pause"},
 	}
 	if err := checkKubeadmImages(refs, comps); err != nil {
@@ -551,6 +553,16 @@ func kubeadmImages(ctx context.Context, kubeadm, version string) ([]string, erro
 		return nil, fmt.Errorf("%s config images list: %w\n%s", kubeadm, err, stderr.String())
 	}
 	return strings.Fields(string(out)), nil
+}
+
+// kubeadmTag is the tag kubeadm's image list gives the image named n, or def when it lists none.
+func kubeadmTag(refs []string, n, def string) string {
+	for _, r := range refs {
+		if rest, ok := strings.CutPrefix(r, ImageRepository+"/"+n+":"); ok {
+			return rest
+		}
+	}
+	return def
 }
 
 // checkKubeadmImages makes sure every image kubeadm names (but CoreDNS, see the package comment) is

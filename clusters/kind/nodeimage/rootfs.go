@@ -75,6 +75,9 @@ func mirrorIn(text, suite string, deb822 bool) string {
 				for len(f) > 0 && !strings.HasSuffix(f[0], "]") {
 					f = f[1:]
 				}
+				if len(f) == 0 { // unclosed [options]: a malformed line
+					continue
+				}
 				f = f[1:]
 			}
 			if len(f) >= 3 && f[1] == suite && strings.Contains(" "+strings.Join(f[2:], " ")+" ", " main ") {
