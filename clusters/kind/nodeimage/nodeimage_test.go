@@ -273,19 +273,40 @@ func TestEnsureKeyFollowsInputs(t *testing.T) {
 }
 
 func TestEnsureNoBuildNotCached(t *testing.T) {
-	e := engineWithout()
-	img, err := Ensure(context.Background(), Options{Bins: k8sbin.Options{CacheDir: t.TempDir()}, Run: e.run, NoBuild: true})
-	if !errors.Is(err, ErrNotCached) {
-		t.Fatalf("Ensure = %+v, %v; want ErrNotCached", img, err)
-	}
-	if !strings.Contains(err.Error(), Repository+":"+k8sbin.DefaultKubernetesVersion+"-") {
-		t.Errorf("error %q does not name the image", err)
-	}
-	if e.called("load") {
-		t.Errorf("engine calls %q include a load", e.calls)
-	}
-	if !e.called("image inspect") {
-		t.Errorf("engine calls %q: the engine was not asked", e.calls)
+	for _, tc := range []struct {
+		name string
+		// prepare makes the cache state before the NoBuild call.
+		prepare func(t *testing.T, o Options)
+	}{
+		{"empty cache", func(*testing.T, Options) {}},
+		{"key dir without an archive", func(t *testing.T, o Options) {
+			img := archiveFor(t, o)
+			if err := os.Remove(img.Archive); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(filepath.Dir(img.Archive), "versions.json"), []byte("{}"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := engineWithout()
+			o := Options{Bins: k8sbin.Options{CacheDir: t.TempDir()}, Run: e.run, NoBuild: true}
+			tc.prepare(t, o)
+			img, err := Ensure(context.Background(), o)
+			if !errors.Is(err, ErrNotCached) {
+				t.Fatalf("Ensure = %+v, %v; want ErrNotCached", img, err)
+			}
+			if !strings.Contains(err.Error(), Repository+":"+k8sbin.DefaultKubernetesVersion+"-") {
+				t.Errorf("error %q does not name the image", err)
+			}
+			if e.called("load") {
+				t.Errorf("engine calls %q include a load", e.calls)
+			}
+			if !e.called("image inspect") {
+				t.Errorf("engine calls %q: the engine was not asked", e.calls)
+			}
+		})
 	}
 }
 
