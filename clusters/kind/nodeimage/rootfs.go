@@ -86,12 +86,27 @@ func mirrorIn(text, suite string, deb822 bool) string {
 		}
 		return ""
 	}
-	for _, stanza := range strings.Split(text, "\n\n") {
-		fields := map[string]string{}
-		for line := range strings.Lines(stanza) {
-			if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(k, "#") {
-				fields[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	// Stanzas are separated by blank (or whitespace-only) lines; CRLF files parse the same.
+	var stanzas []map[string]string
+	cur := map[string]string{}
+	for line := range strings.Lines(strings.ReplaceAll(text, "\r\n", "\n")) {
+		if strings.TrimSpace(line) == "" {
+			if len(cur) > 0 {
+				stanzas = append(stanzas, cur)
 			}
+			cur = map[string]string{}
+			continue
+		}
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(strings.TrimSpace(k), "#") {
+			cur[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	if len(cur) > 0 {
+		stanzas = append(stanzas, cur)
+	}
+	for _, fields := range stanzas {
+		if strings.EqualFold(fields["Enabled"], "no") {
+			continue
 		}
 		if !strings.Contains(" "+fields["Types"]+" ", " deb ") || !strings.Contains(" "+fields["Components"]+" ", " main ") {
 			continue

@@ -150,3 +150,17 @@ func TestRootfsKeyCoversPackages(t *testing.T) {
 		t.Errorf("rootfsKey unchanged (%q) after adding a package", after)
 	}
 }
+
+// Stanzas separated by a whitespace-only line or written with CRLF stay apart, and a disabled one
+// is not used.
+func TestMirrorInDeb822Separators(t *testing.T) {
+	for name, text := range map[string]string{
+		"whitespace line": "Types: deb\nURIs: http://a.example/debian\nSuites: trixie\nComponents: main\n \t\nTypes: deb\nURIs: http://b.example/debian\nSuites: bookworm\nComponents: main\n",
+		"crlf":            "Types: deb\r\nURIs: http://a.example/debian\r\nSuites: trixie\r\nComponents: main\r\n\r\nTypes: deb\r\nURIs: http://b.example/debian\r\nSuites: bookworm\r\nComponents: main\r\n",
+		"disabled first":  "Enabled: no\nTypes: deb\nURIs: http://a.example/debian\nSuites: bookworm\nComponents: main\n\nTypes: deb\nURIs: http://b.example/debian\nSuites: bookworm\nComponents: main\n",
+	} {
+		if got := mirrorIn(text, "bookworm", true); got != "http://b.example/debian" {
+			t.Errorf("%s: mirrorIn = %q, want http://b.example/debian", name, got)
+		}
+	}
+}
