@@ -32,6 +32,9 @@ type NodeImageOptions struct {
 	// Log receives notes.
 	Log func(string)
 
+	// Rebuild builds the image even when it is cached.
+	Rebuild bool
+
 	noBuild bool
 }
 
@@ -82,7 +85,7 @@ func EnsureNodeImage(ctx context.Context, o NodeImageOptions) (*nodeimage.Image,
 	}
 	return nodeimage.Ensure(ctx, nodeimage.Options{
 		KubernetesVersion: o.KubernetesVersion, Bins: o.Bins, Mirror: o.Mirror, Engine: engine,
-		Run: nodeimage.Runner(run), PluginImage: plugin, Progress: o.Progress, Log: o.Log, NoBuild: o.noBuild,
+		Run: nodeimage.Runner(run), PluginImage: plugin, Progress: o.Progress, Log: o.Log, NoBuild: o.noBuild, Rebuild: o.Rebuild,
 	})
 }
 

@@ -14,7 +14,7 @@ import (
 func newKindCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{Use: "kind", Short: "kind node images built offline"}
 	var version, cacheDir, engine, mirror string
-	var prune bool
+	var prune, rebuild bool
 	img := &cobra.Command{
 		Use:   "node-image",
 		Short: "Build (or reuse) a kind node image for a Kubernetes version, with no registry",
@@ -43,7 +43,7 @@ from the engine and the cache instead.`,
 			defer prog.Close()
 			log := g.logger(stderr)
 			im, err := kind.EnsureNodeImage(cmd.Context(), kind.NodeImageOptions{
-				KubernetesVersion: version, Engine: engine, Bins: bins, Mirror: mirror, Progress: prog,
+				KubernetesVersion: version, Engine: engine, Bins: bins, Mirror: mirror, Progress: prog, Rebuild: rebuild,
 				Log: func(s string) { log.Info(s) },
 			})
 			if err != nil {
@@ -64,6 +64,7 @@ from the engine and the cache instead.`,
 	f.StringVar(&engine, "engine", "", "container engine to load the image into (default: the first that answers)")
 	f.StringVar(&mirror, "debian-mirror", "", "Debian archive for debootstrap (default: the one this machine's apt sources use)")
 	f.BoolVar(&prune, "prune", false, "remove gangbench's node images from the engine and the cache")
+	f.BoolVar(&rebuild, "rebuild", false, "build the image again even when it is cached (binaries and root filesystem stay cached)")
 	cmd.AddCommand(img)
 	return cmd
 }

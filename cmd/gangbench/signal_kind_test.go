@@ -71,7 +71,7 @@ func TestSignalKindTeardown(t *testing.T) {
 
 	t.Run("node image during debootstrap", func(t *testing.T) {
 		cache := linkedCache(t, "debian-rootfs", "kind-node")
-		r := startRun(t, bin, "kind", "node-image", "--cache-dir", cache)
+		r := startRun(t, bin, "kind", "node-image", "--rebuild", "--cache-dir", cache)
 		r.waitLine(3*time.Minute, `root filesystem \(debootstrap\): building`)
 		poll(t, time.Minute, "debootstrap to be running", func() (bool, string) {
 			for _, p := range r.procs() {
@@ -91,7 +91,7 @@ func TestSignalKindTeardown(t *testing.T) {
 
 	t.Run("node image during the preload", func(t *testing.T) {
 		cache := linkedCache(t, "kind-node")
-		r := startRun(t, bin, "kind", "node-image", "--cache-dir", cache)
+		r := startRun(t, bin, "kind", "node-image", "--rebuild", "--cache-dir", cache)
 		r.waitLine(3*time.Minute, `preloading .* images into containerd's store: building`)
 		poll(t, time.Minute, "the preload containerd to be running", func() (bool, string) {
 			for _, p := range r.procs() {

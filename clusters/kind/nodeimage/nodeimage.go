@@ -95,6 +95,9 @@ type Options struct {
 	Log func(string)
 	// NoBuild only looks: the engine's image or the cached archive (not loaded), else ErrNotCached.
 	NoBuild bool
+	// Rebuild builds and loads the image even when the engine or the cache has it (the binaries
+	// and the root filesystem stay cached).
+	Rebuild bool
 }
 
 // ErrNotCached is Ensure's answer with NoBuild when neither the engine nor the cache has the image.
@@ -263,7 +266,7 @@ func (b *build) ensure(ctx context.Context) (*Image, error) {
 	img := &Image{Ref: Ref(b.version, key), KubernetesVersion: b.version, Key: key}
 	dir := filepath.Join(b.cache, cacheName, b.version, key)
 	img.Archive = filepath.Join(dir, "image.tar")
-	if b.engineHas(ctx, img.Ref) {
+	if !b.o.Rebuild && b.engineHas(ctx, img.Ref) {
 		b.o.Log("node image " + img.Ref + " is in " + b.o.Engine)
 		img.InEngine = true
 		return img, b.readVersions(dir, img)
@@ -285,12 +288,12 @@ func (b *build) ensure(ctx context.Context) (*Image, error) {
 		return nil, err
 	}
 	defer unlock()
-	if b.engineHas(ctx, img.Ref) {
+	if !b.o.Rebuild && b.engineHas(ctx, img.Ref) {
 		img.InEngine = true
 		return img, b.readVersions(dir, img)
 	}
 	removeStale(parent, ".tmp-"+key+"-")
-	if _, err := os.Stat(img.Archive); err != nil {
+	if _, err := os.Stat(img.Archive); err != nil || b.o.Rebuild {
 		if err := b.assemble(ctx, in, dir, img); err != nil {
 			return nil, err
 		}
