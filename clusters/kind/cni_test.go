@@ -3,6 +3,7 @@ package kind
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -125,6 +126,48 @@ func TestShimScript(t *testing.T) {
 		}
 		if got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n"); !slices.Equal(got, tt.want) {
 			t.Errorf("shim %q ran %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// ProbePrivilege: --privileged working needs nothing; refused, the capability form is tried and
+// returned; both refused is a *PrivilegeError naming both causes.
+func TestProbePrivilege(t *testing.T) {
+	refuse := func(line string) (string, error) {
+		return "", &CommandError{Args: strings.Fields(line), Stderr: "unable to apply caps: operation not permitted", Err: errors.New("exit status 126")}
+	}
+	for _, tt := range []struct {
+		name           string
+		answer         func(line string) (string, error)
+		wantArgs, fail bool
+	}{
+		{"privileged works", func(string) (string, error) { return "", nil }, false, false},
+		{"capabilities only", func(line string) (string, error) {
+			if strings.Contains(line, "--privileged") {
+				return refuse(line)
+			}
+			return "", nil
+		}, true, false},
+		{"neither", refuse, false, true},
+	} {
+		r := &fakeRunner{answer: tt.answer}
+		args, err := ProbePrivilege(context.Background(), r.run, "docker", "img:1")
+		var pe *PrivilegeError
+		switch {
+		case tt.fail && (!errors.As(err, &pe) || !strings.Contains(err.Error(), "apply caps")):
+			t.Errorf("%s: err = %v, want a *PrivilegeError with the engine's words", tt.name, err)
+		case !tt.fail && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.wantArgs != (args != nil):
+			t.Errorf("%s: args %v, want some: %v", tt.name, args, tt.wantArgs)
+		}
+		for _, c := range r.calls {
+			if !strings.HasPrefix(c, "docker run --rm --entrypoint /bin/true") || !strings.HasSuffix(c, " img:1") {
+				t.Errorf("%s: probe ran %q, want a throwaway container of the image", tt.name, c)
+			}
+		}
+		if tt.wantArgs && !slices.Contains(args, "--cap-add=ALL") {
+			t.Errorf("%s: args %v lack --cap-add=ALL", tt.name, args)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -375,6 +376,10 @@ func TestCreateFlow(t *testing.T) {
 	}
 	if err := cl.Close(context.Background()); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+	// The cluster's own network goes with it (kind never deletes networks).
+	if n := slices.Index(h.runner.calls, "docker network rm gangbench-"+testCluster); n < 0 {
+		t.Errorf("network gangbench-%s not removed on delete; engine calls %v", testCluster, h.runner.calls)
 	}
 	if len(h.kind.deleted) != 1 || h.kind.deleted[0] != testCluster {
 		t.Errorf("kind deleted %v", h.kind.deleted)
