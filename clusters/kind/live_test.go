@@ -158,6 +158,18 @@ func TestIntegrationKindGPUCluster(t *testing.T) {
 			t.Errorf("%s metrics: no metrics in %d bytes", name, len(body))
 		}
 	}
+	// The fault suites stop, kill and start the scheduler through its static pod manifest.
+	for _, step := range []struct {
+		name string
+		fn   func(context.Context, clusters.Component) error
+	}{{"kill", cl.Control.Kill}, {"start", cl.Control.Start}, {"restart", cl.Control.Restart}} {
+		if err := step.fn(ctx, clusters.Scheduler); err != nil {
+			t.Errorf("%s the scheduler: %v", step.name, err)
+		}
+	}
+	if _, err := cl.SchedulerMetrics.Get(ctx); err != nil {
+		t.Errorf("scheduler metrics after its restart: %v", err)
+	}
 	checkKubeletRestart(t, ctx, cl, cs, workers[1], 8)
 }
 

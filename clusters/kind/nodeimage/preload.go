@@ -51,10 +51,17 @@ disabled_plugins = [
 func preloadTree(ctx context.Context, containerd, ctr, archive, work string) (root string, err error) {
 	root = filepath.Join(work, "root")
 	state := filepath.Join(work, "state")
-	// Unix socket paths are limited to 108 bytes; a deep cache dir would exceed that.
+	// Unix socket paths are limited to 108 bytes: a deep cache dir would exceed that, and so can a
+	// deep $TMPDIR, for which /tmp is the fallback.
 	sockDir, err := os.MkdirTemp("", "gangbench-ctrd-")
 	if err != nil {
 		return "", err
+	}
+	if len(filepath.Join(sockDir, "c.sock.ttrpc")) > 100 {
+		os.RemoveAll(sockDir)
+		if sockDir, err = os.MkdirTemp("/tmp", "gbctrd-"); err != nil {
+			return "", err
+		}
 	}
 	defer os.RemoveAll(sockDir)
 	sock := filepath.Join(sockDir, "c.sock")
