@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -54,7 +55,12 @@ from the engine and the cache instead.`,
 			if im.Built {
 				what = "built"
 			}
-			fmt.Fprintf(stdout, "%s (%s; archive %s)\n", im.Ref, what, im.Archive)
+			archive := "archive " + im.Archive
+			if _, err := os.Stat(im.Archive); err != nil {
+				// In the engine, but its archive was pruned from the cache (or built elsewhere).
+				archive = "no archive cached: removed from the engine, it would be built again"
+			}
+			fmt.Fprintf(stdout, "%s (%s; %s)\n", im.Ref, what, archive)
 			return nil
 		},
 	}
