@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DefaultSuite is the Debian release of the node's root filesystem. Bookworm's systemd (252) still
-// boots on a cgroup v1 host, which kind's own trixie base no longer does without overrides.
+// DefaultSuite is the Debian release of the node's root filesystem. Bookworm's systemd (252) boots
+// on a cgroup v1 host, as these machines are; trixie's (257, kind's own base) deprecates cgroup v1.
 const DefaultSuite = "bookworm"
 
 // rootfsPackages are what kind's base image installs (images/base/Dockerfile) less what a node
