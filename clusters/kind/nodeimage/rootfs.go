@@ -20,7 +20,7 @@ import (
 const DefaultSuite = "bookworm"
 
 // rootfsPackages are what kind's base image installs (images/base/Dockerfile) less what a node
-// started by gangbench never uses (NFS, iSCSI, fuse-overlayfs, pigz): systemd to run the
+// started by gangbench never uses (NFS, iSCSI, fuse-overlayfs, pigz, e2fsprogs): systemd to run the
 // node, the network tools the kubelet, kube-proxy and the entrypoint call, and jq for the
 // entrypoint's and kind's scripts.
 var rootfsPackages = []string{
