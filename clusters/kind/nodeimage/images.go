@@ -86,6 +86,17 @@ func componentImage(c component, rootfs v1.Layer) (v1.Image, error) {
 		return nil, fmt.Errorf("image %s: %w", c.Name, err)
 	}
 	layers = append(layers, bin)
+	binaryPath, name := c.BinaryPath, c.Name
+	return layeredImage(layers, func(c *v1.Config) {
+		c.Env = []string{pathEnv}
+		c.Entrypoint = []string{binaryPath}
+		c.Labels = map[string]string{"dev.gangbench.component": name}
+	})
+}
+
+// layeredImage is an image of layers for this machine's platform, created at the epoch (so its
+// digest depends on its content alone), with the config set sets.
+func layeredImage(layers []v1.Layer, set func(*v1.Config)) (v1.Image, error) {
 	img, err := mutate.AppendLayers(empty.Image, layers...)
 	if err != nil {
 		return nil, err
@@ -97,9 +108,7 @@ func componentImage(c component, rootfs v1.Layer) (v1.Image, error) {
 	cf = cf.DeepCopy()
 	cf.Architecture, cf.OS = goarch(), "linux"
 	cf.Created = v1.Time{Time: epoch()}
-	cf.Config.Env = []string{pathEnv}
-	cf.Config.Entrypoint = []string{c.BinaryPath}
-	cf.Config.Labels = map[string]string{"dev.gangbench.component": c.Name}
+	set(&cf.Config)
 	return mutate.ConfigFile(img, cf)
 }
 

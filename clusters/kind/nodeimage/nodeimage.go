@@ -35,8 +35,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/gangbench/gangbench/clusters/k8sbin"
@@ -480,23 +478,13 @@ func (b *build) assemble(ctx context.Context, in inputs, dir string, img *Image)
 
 // nodeImage is the final image: the layers, and the config kind's base image Dockerfile sets.
 func nodeImage(img *Image, layers []v1.Layer) (v1.Image, error) {
-	out, err := mutate.AppendLayers(empty.Image, layers...)
-	if err != nil {
-		return nil, err
-	}
-	cf, err := out.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.Architecture, cf.OS = goarch(), "linux"
-	cf.Created = v1.Time{Time: epoch()}
-	// systemd must know it runs in a container, and exits on SIGRTMIN+3 (SIGTERM re-executes it).
-	cf.Config.Env = []string{"container=docker", pathEnv}
-	cf.Config.StopSignal = "SIGRTMIN+3"
-	cf.Config.Entrypoint = []string{EntrypointPath, "/sbin/init"}
-	cf.Config.Labels = map[string]string{LabelKey: img.Key, "dev.gangbench.kubernetes-version": img.KubernetesVersion}
-	return mutate.ConfigFile(out, cf)
+	return layeredImage(layers, func(c *v1.Config) {
+		// systemd must know it runs in a container, and exits on SIGRTMIN+3 (SIGTERM re-executes it).
+		c.Env = []string{"container=docker", pathEnv}
+		c.StopSignal = "SIGRTMIN+3"
+		c.Entrypoint = []string{EntrypointPath, "/sbin/init"}
+		c.Labels = map[string]string{LabelKey: img.Key, "dev.gangbench.kubernetes-version": img.KubernetesVersion}
+	})
 }
 
 // rootfs returns the cached root filesystem tarball, building it when missing.
