@@ -262,8 +262,13 @@ func renderPlan(pl plan, schedulerPort int) ([]byte, error) {
 	// A gangbench node image carries no kindnetd (it is not on the module proxy): Create configures
 	// the CNI plugins on each node itself (see cni.go).
 	cfg.Networking.DisableDefaultCNI = own
+	// kind names workers in config order (<name>-worker, -worker2, …), so the GPU workers come
+	// first and keep the names they have without plain workers.
 	for range pl.Workers {
 		cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: pl.NodeImage, Labels: workerLabels(pl.GPU)})
+	}
+	for range pl.PlainWorkers {
+		cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: pl.NodeImage, Labels: map[string]string{LabelPlainWorker: "true"}})
 	}
 	body, err := yaml.Marshal(cfg)
 	if err != nil {

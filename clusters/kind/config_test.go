@@ -201,6 +201,7 @@ func TestRenderConfigRejects(t *testing.T) {
 		{"scheduler image and binary", clusters.Spec{SchedulerBinary: "/opt/kube-scheduler"}, Options{SchedulerImage: "example.com/kube-scheduler:gang"}, []string{"both", "example.com/kube-scheduler:gang", "/opt/kube-scheduler", "give one"}},
 		{"bad name", clusters.Spec{Name: "Bad_Name"}, Options{}, []string{"Bad_Name"}},
 		{"bad gpu", clusters.Spec{GPU: fakegpu.Inventory{Count: 65}}, Options{}, []string{"gpu", "65"}},
+		{"too many plain workers", clusters.Spec{}, Options{Workers: 40, PlainWorkers: 11}, []string{"plain workers", "11", "0 to 10"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -272,6 +273,29 @@ func TestNodeImage(t *testing.T) {
 
 // A node image gangbench did not build (kindest/node, pulled by a user who can) keeps kind's own CNI,
 // image names and CoreDNS; only the cgroup v1 allowance applies to every image.
+// TestRenderConfigPlainWorkers: the seed lab's shape, a GPU worker named <name>-worker and a plain
+// one after it that carries neither the device plugin's label nor GPU labels.
+func TestRenderConfigPlainWorkers(t *testing.T) {
+	b, err := RenderConfig(clusters.Spec{Name: "gpu-lab"}, Options{Workers: 1, PlainWorkers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c v1alpha4.Cluster
+	if err := yaml.UnmarshalStrict(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Nodes) != 3 {
+		t.Fatalf("want control plane + 2 workers, got %d nodes", len(c.Nodes))
+	}
+	if gpu := c.Nodes[1].Labels; gpu[LabelWorker] != "true" || gpu[fakegpu.LabelPresent] != "true" {
+		t.Errorf("first worker labels %v: want the GPU worker's", gpu)
+	}
+	plain := c.Nodes[2].Labels
+	if plain[LabelPlainWorker] != "true" || plain[LabelWorker] != "" || plain[fakegpu.LabelPresent] != "" {
+		t.Errorf("second worker labels %v: want the plain worker's only", plain)
+	}
+}
+
 func TestRenderConfigForeignImage(t *testing.T) {
 	out, err := RenderConfig(clusters.Spec{}, Options{NodeImage: defaults.Image})
 	if err != nil {

@@ -80,7 +80,7 @@ func (p *Provider) Create(ctx context.Context, spec clusters.Spec) (*clusters.Cl
 	st := &state{
 		Name: name, Engine: engine, Created: time.Now().UTC(), Phase: phaseCreating, Owner: refOf(os.Getpid()),
 		NodeImage: pl.NodeImage, Network: clusterNetwork(engine, name), SchedulerImage: sched.image(), SchedulerBinary: sched.binary(), SchedulerMetricsPort: port,
-		Workers: pl.Workers, KwokNodes: pl.KwokNodes, GPU: pl.GPU,
+		Workers: pl.Workers, PlainWorkers: pl.PlainWorkers, KwokNodes: pl.KwokNodes, GPU: pl.GPU,
 		Kubeconfig: filepath.Join(clusterDir(root, name), "kubeconfig"),
 	}
 	if err := p.claim(ctx, st); err != nil {
@@ -193,10 +193,15 @@ func (c *creation) run(ctx context.Context) (*clusters.Cluster, error) {
 	if c.nodes, err = listClusterNodes(c.api, c.st.Name); err != nil {
 		return nil, err
 	}
-	if len(c.nodes.Workers) != c.pl.Workers {
-		return nil, fmt.Errorf("kind cluster %q has %d worker nodes, want %d (nodes: %s)", c.st.Name, len(c.nodes.Workers), c.pl.Workers, nodeNames(c.nodes.All))
+	if len(c.nodes.Workers) != c.pl.Workers+c.pl.PlainWorkers {
+		return nil, fmt.Errorf("kind cluster %q has %d worker nodes, want %d (nodes: %s)", c.st.Name, len(c.nodes.Workers), c.pl.Workers+c.pl.PlainWorkers, nodeNames(c.nodes.All))
 	}
 	c.st.ControlPlane = c.nodes.ControlPlane.String()
+	// Before the kwok nodes exist and before kube-proxy's readiness is awaited, so its rollout is
+	// part of the create and not of the first suite's window.
+	if err := keepSystemDaemonSetsOffKwok(ctx, c.cs); err != nil {
+		return nil, fmt.Errorf("kind cluster %q: %w", c.st.Name, err)
+	}
 	if ownCNI(c.pl) {
 		if err := setupCNI(ctx, c.cs, c.nodes.All, timeout); err != nil {
 			return nil, fmt.Errorf("kind cluster %q: pod network: %w", c.st.Name, err)

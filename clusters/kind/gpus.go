@@ -46,13 +46,14 @@ func newPluginGPUs(api kindAPI, name string, cs kubernetes.Interface) *pluginGPU
 // plugin's JSON and go into a shell script, so anything else is refused rather than quoted.
 var deviceIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
-// worker returns the kind worker node of that name, or ok=false for any other node.
-func (g *pluginGPUs) worker(node string) (nodes.Node, bool, error) {
-	cn, err := listClusterNodes(g.api, g.name)
+// worker returns the kind worker node of that name that runs the device plugin, or ok=false for
+// any other node (the control plane, a plain worker, a kwok node).
+func (g *pluginGPUs) worker(ctx context.Context, node string) (nodes.Node, bool, error) {
+	ws, err := g.pluginWorkers(ctx)
 	if err != nil {
 		return nil, false, err
 	}
-	for _, w := range cn.Workers {
+	for _, w := range ws {
 		if w.String() == node {
 			return w, true, nil
 		}
@@ -60,14 +61,37 @@ func (g *pluginGPUs) worker(node string) (nodes.Node, bool, error) {
 	return nil, false, nil
 }
 
-// PluginNodes implements clusters.GPUControl: the kind workers, where the DaemonSet runs.
-func (g *pluginGPUs) PluginNodes(context.Context) ([]string, error) {
+// pluginWorkers are the kind workers whose Node carries LabelWorker: the DaemonSet's nodes.
+func (g *pluginGPUs) pluginWorkers(ctx context.Context) ([]nodes.Node, error) {
 	cn, err := listClusterNodes(g.api, g.name)
 	if err != nil {
 		return nil, err
 	}
-	var out []string
+	list, err := g.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LabelWorker + "=true"})
+	if err != nil {
+		return nil, fmt.Errorf("list the device plugin's nodes: %w", err)
+	}
+	labelled := map[string]bool{}
+	for _, n := range list.Items {
+		labelled[n.Name] = n.Labels[LabelWorker] == "true"
+	}
+	var out []nodes.Node
 	for _, w := range cn.Workers {
+		if labelled[w.String()] {
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// PluginNodes implements clusters.GPUControl: the kind workers where the DaemonSet runs.
+func (g *pluginGPUs) PluginNodes(ctx context.Context) ([]string, error) {
+	ws, err := g.pluginWorkers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, w := range ws {
 		out = append(out, w.String())
 	}
 	slices.Sort(out)
@@ -110,7 +134,7 @@ func pluginStatus(ctx context.Context, n nodes.Node, base string) (plugin.Status
 
 // PluginRegistrations implements clusters.GPUControl.
 func (g *pluginGPUs) PluginRegistrations(ctx context.Context, node string) (int, error) {
-	w, ok, err := g.worker(node)
+	w, ok, err := g.worker(ctx, node)
 	if err != nil {
 		return 0, err
 	}
@@ -134,7 +158,7 @@ func (g *pluginGPUs) PluginRegistrations(ctx context.Context, node string) (int,
 // is the same either way. Only devices whose health changes are posted; the plugin is asked again
 // afterwards, because a device its health file lists stays unhealthy whatever the API says.
 func (g *pluginGPUs) SetUnhealthyGPUs(ctx context.Context, node string, n int) error {
-	w, ok, err := g.worker(node)
+	w, ok, err := g.worker(ctx, node)
 	if err != nil {
 		return err
 	}

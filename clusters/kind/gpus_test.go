@@ -27,7 +27,8 @@ func pluginPod(name, node, ip string, phase corev1.PodPhase) *corev1.Pod {
 }
 
 // newGPUFixture is a kind cluster "c" with a control plane, two workers running the device plugin
-// (8 GPUs each) and a kwok node, as the kind provider makes it with --kwok-nodes.
+// (8 GPUs each), a plain worker without GPUs and a kwok node, as the kind provider makes it with
+// --kwok-nodes and PlainWorkers.
 func newGPUFixture(t *testing.T) (*pluginGPUs, *control, *kindNodeBehaviour, *fake.Clientset, map[string]*fakeNode) {
 	t.Helper()
 	b := newKindNodeBehaviour(t)
@@ -36,12 +37,19 @@ func newGPUFixture(t *testing.T) (*pluginGPUs, *control, *kindNodeBehaviour, *fa
 		"c-worker2": newFakePlugin("c-worker2", "10.244.2.9", 8),
 	}
 	ns := map[string]*fakeNode{}
-	for _, n := range []struct{ name, role string }{{"c-control-plane", "control-plane"}, {"c-worker2", "worker"}, {"c-worker", "worker"}} {
+	for _, n := range []struct{ name, role string }{{"c-control-plane", "control-plane"}, {"c-worker2", "worker"}, {"c-worker", "worker"}, {"c-worker3", "worker"}} {
 		ns[n.name] = &fakeNode{name: n.name, role: n.role, handle: b.handle}
 	}
-	k := &fakeKind{clusters: map[string][]nodes.Node{"c": {ns["c-control-plane"], ns["c-worker2"], ns["c-worker"]}}}
+	k := &fakeKind{clusters: map[string][]nodes.Node{"c": {ns["c-control-plane"], ns["c-worker2"], ns["c-worker"], ns["c-worker3"]}}}
 	kwokNode := fakegpu.SimulatedNode("gpu-node-0", fakegpu.Inventory{Count: 8}.WithDefaults(), fakegpu.NodeOptions{})
+	node := func(name string, labels map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	}
 	cs := fake.NewClientset(kwokNode,
+		node("c-control-plane", nil),
+		node("c-worker", workerLabels(fakegpu.Default())),
+		node("c-worker2", workerLabels(fakegpu.Default())),
+		node("c-worker3", map[string]string{LabelPlainWorker: "true"}),
 		// A replacement pod not yet running on c-worker, next to the running one: the running one is used.
 		pluginPod("fakegpu-new", "c-worker", "", corev1.PodPending),
 		pluginPod("fakegpu-a", "c-worker", "10.244.1.7", corev1.PodRunning),
@@ -123,9 +131,14 @@ func TestPluginGPUsKwokAndOtherNodes(t *testing.T) {
 	if _, err := g.PluginRegistrations(ctx, "gpu-node-0"); !errors.Is(err, clusters.ErrNoDevicePlugin) {
 		t.Errorf("PluginRegistrations(kwok node) = %v, want ErrNoDevicePlugin", err)
 	}
-	// The control plane has neither a plugin nor kwok: refused, not patched.
-	if err := g.SetUnhealthyGPUs(ctx, "c-control-plane", 1); err == nil {
-		t.Error("the control-plane node was accepted")
+	// The control plane and a plain worker have neither a plugin nor kwok: refused, not patched.
+	for _, n := range []string{"c-control-plane", "c-worker3"} {
+		if err := g.SetUnhealthyGPUs(ctx, n, 1); err == nil {
+			t.Errorf("node %s was accepted", n)
+		}
+		if _, err := g.PluginRegistrations(ctx, n); !errors.Is(err, clusters.ErrNoDevicePlugin) {
+			t.Errorf("PluginRegistrations(%s) = %v, want ErrNoDevicePlugin", n, err)
+		}
 	}
 	// A worker whose plugin pod is not running yet: the error names the DaemonSet and the pods seen.
 	if err := cs.CoreV1().Pods(deploy.Namespace).Delete(ctx, "fakegpu-b", metav1.DeleteOptions{}); err != nil {

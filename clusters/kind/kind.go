@@ -44,6 +44,8 @@ const (
 	// LabelWorker marks the kind worker nodes that run the fake device plugin; the DaemonSet selects
 	// on it and readiness waits use it, so the control-plane node and kwok nodes are never waited for.
 	LabelWorker = "gangbench.dev/kind-worker"
+	// LabelPlainWorker marks the kind workers without GPUs (Options.PlainWorkers).
+	LabelPlainWorker = "gangbench.dev/kind-plain-worker"
 	// schedulerMetricsContainerPort is kube-scheduler's secure port inside the control-plane node.
 	schedulerMetricsContainerPort = 10259
 	// kwokNodePrefix names the simulated nodes, as the local provider does.
@@ -79,6 +81,10 @@ type Options struct {
 	// scheduler's static pod manifest. Spec.SchedulerBinary is the other way to give the scheduler
 	// under test (wrapped into an image by package schedimage); giving both is an error.
 	SchedulerImage string
+	// PlainWorkers is the number of kind workers without GPUs (no device plugin, no GPU labels),
+	// named after the GPU workers: the seed lab's cluster has one next to its 8-GPU worker, so the
+	// scheduler's messages count a node that lacks nvidia.com/gpu. They are not part of Spec.Nodes.
+	PlainWorkers int
 	// KwokNodes is the number of kwok-simulated GPU nodes added next to the workers, simulated by a
 	// kwok controller that runs on this machine against the cluster.
 	KwokNodes int
@@ -141,6 +147,9 @@ func WithNodeImage(image string) Option { return func(o *Options) { o.NodeImage 
 // WithSchedulerImage runs the scheduler under test from image.
 func WithSchedulerImage(image string) Option { return func(o *Options) { o.SchedulerImage = image } }
 
+// WithPlainWorkers adds n kind workers without GPUs.
+func WithPlainWorkers(n int) Option { return func(o *Options) { o.PlainWorkers = n } }
+
 // WithKwokNodes adds n kwok-simulated GPU nodes.
 func WithKwokNodes(n int) Option { return func(o *Options) { o.KwokNodes = n } }
 
@@ -183,8 +192,8 @@ func New(opts ...Option) (*Provider, error) {
 	if o.Engine != "" && !isEngine(o.Engine) {
 		return nil, fmt.Errorf("kind: unknown container engine %q (accepted: %s, or empty to detect)", o.Engine, strings.Join(Engines(), ", "))
 	}
-	if o.Workers < 0 || o.KwokNodes < 0 {
-		return nil, fmt.Errorf("kind: workers (%d) and kwok nodes (%d) must not be negative", o.Workers, o.KwokNodes)
+	if o.Workers < 0 || o.KwokNodes < 0 || o.PlainWorkers < 0 {
+		return nil, fmt.Errorf("kind: workers (%d), plain workers (%d) and kwok nodes (%d) must not be negative", o.Workers, o.PlainWorkers, o.KwokNodes)
 	}
 	if o.StateDir == "" {
 		d, err := DefaultStateDir()
@@ -233,9 +242,10 @@ func validateName(name string) error {
 
 // plan is a Spec and the provider Options resolved into what will be created.
 type plan struct {
-	Spec      clusters.Spec
-	Workers   int
-	KwokNodes int
+	Spec         clusters.Spec
+	Workers      int
+	PlainWorkers int
+	KwokNodes    int
 	GPU       fakegpu.Inventory
 	NodeImage string
 }
@@ -256,7 +266,7 @@ func resolve(spec clusters.Spec, o Options) (plan, error) {
 	if err := validateName(spec.Name); err != nil {
 		errs = append(errs, err)
 	}
-	pl := plan{Spec: spec, Workers: o.Workers, KwokNodes: o.KwokNodes}
+	pl := plan{Spec: spec, Workers: o.Workers, PlainWorkers: o.PlainWorkers, KwokNodes: o.KwokNodes}
 	switch {
 	case pl.Workers > 0 && spec.Nodes > 0 && spec.Nodes != pl.Workers+pl.KwokNodes:
 		errs = append(errs, fmt.Errorf("nodes: %d requested, but the kind provider is set to %d workers + %d kwok nodes", spec.Nodes, pl.Workers, pl.KwokNodes))
@@ -272,6 +282,9 @@ func resolve(spec clusters.Spec, o Options) (plan, error) {
 	// machine is a mistake (use kwok nodes for scale).
 	if pl.Workers > 50 {
 		errs = append(errs, fmt.Errorf("workers: %d is out of range (accepted: 1 to 50; use kwok nodes for scale)", pl.Workers))
+	}
+	if pl.PlainWorkers < 0 || pl.Workers+pl.PlainWorkers > 50 {
+		errs = append(errs, fmt.Errorf("plain workers: %d next to %d GPU workers is out of range (accepted: 0 to %d)", pl.PlainWorkers, pl.Workers, max(0, 50-pl.Workers)))
 	}
 	if pl.KwokNodes < 0 || pl.KwokNodes > 20000 {
 		errs = append(errs, fmt.Errorf("kwok nodes: %d is out of range (accepted: 0 to 20000)", pl.KwokNodes))

@@ -62,6 +62,7 @@ type state struct {
 	// deleting the cluster can delete it without touching a network anyone else uses).
 	Network      string            `json:"network,omitempty"`
 	Workers      int               `json:"workers"`
+	PlainWorkers int               `json:"plainWorkers,omitempty"`
 	KwokNodes    int               `json:"kwokNodes"`
 	GPU          fakegpu.Inventory `json:"gpu"`
 	Kubeconfig   string            `json:"kubeconfig"`

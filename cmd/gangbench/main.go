@@ -114,6 +114,6 @@ source (about 20 minutes on 2 cores) and caches them; later creates take seconds
 	root.SetErr(stderr)
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log more detail")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newClusterCmd(g, stdout, stderr), newE2ECmd(g, stdout, stderr), newK8sCmd(g, stdout, stderr), newDoctorCmd(g, stdout), newReportCmd(stdout), newPerfCmd(g, stdout, stderr), newCompareCmd(g, stdout, stderr), newKindCmd(g, stdout, stderr))
+	root.AddCommand(newClusterCmd(g, stdout, stderr), newE2ECmd(g, stdout, stderr), newK8sCmd(g, stdout, stderr), newDoctorCmd(g, stdout), newReportCmd(stdout), newPerfCmd(g, stdout, stderr), newCompareCmd(g, stdout, stderr), newKindCmd(g, stdout, stderr), newLabCmd(g, stdout, stderr))
 	return root
 }

@@ -46,6 +46,8 @@ type sigRun struct {
 	lines []string
 	done  chan struct{}
 	err   error // cmd.Wait's
+	// drained is closed when the output pipe reaches its end.
+	drained chan struct{}
 }
 
 // startRun starts bin with args in the repository root (e2e compiles ./suites from there); the
@@ -55,7 +57,7 @@ func startRun(t *testing.T, bin string, args ...string) *sigRun {
 	root := t.TempDir()
 	r := &sigRun{
 		t: t, root: root, state: filepath.Join(root, "state"), tmp: filepath.Join(root, "tmp"), runDir: filepath.Join(root, "run"),
-		marker: fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano()), done: make(chan struct{}),
+		marker: fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano()), done: make(chan struct{}), drained: make(chan struct{}),
 	}
 	for _, d := range []string{r.state, r.tmp} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -81,6 +83,7 @@ func startRun(t *testing.T, bin string, args ...string) *sigRun {
 	pw.Close()
 	t.Logf("started gangbench %s (pid %d)", strings.Join(args, " "), r.cmd.Process.Pid)
 	go func() {
+		defer close(r.drained)
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64*1024), 1024*1024)
 		for sc.Scan() {
@@ -186,6 +189,12 @@ func (r *sigRun) waitExit(timeout time.Duration) int {
 	case <-r.done:
 	case <-t.C:
 		r.t.Fatalf("gangbench did not exit within %s of SIGINT; output:\n%s", timeout, r.output())
+	}
+	// Its last lines may still be in the pipe when the exit is seen; a child that inherited the
+	// pipe could hold it open, so the wait for the reader's end is bounded.
+	select {
+	case <-r.drained:
+	case <-time.After(5 * time.Second):
 	}
 	code := r.cmd.ProcessState.ExitCode()
 	r.t.Logf("gangbench exited with %d", code)

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -137,6 +139,17 @@ func buildRootfs(ctx context.Context, suite, mirror, work, out string, log func(
 	defer unmountUnder(root)
 	args := []string{"--variant=minbase", "--include=" + strings.Join(rootfsPackages, ","), suite, root, mirror}
 	cmd := exec.CommandContext(ctx, deb, args...)
+	// debootstrap is a shell script whose dpkg, wget and chrooted maintainer scripts keep writing
+	// into the tree when only the script is killed; so it runs in a process group of its own, a
+	// cancel kills the group, and the tree is removed only once the group is gone.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	defer func() {
+		if cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			waitGroupGone(cmd.Process.Pid, 30*time.Second)
+		}
+	}()
 	logPath := filepath.Join(work, "debootstrap.log")
 	lf, err := os.Create(logPath)
 	if err != nil {
@@ -157,6 +170,22 @@ func buildRootfs(ctx context.Context, suite, mirror, work, out string, log func(
 		return fmt.Errorf("root filesystem clean-up: %w", err)
 	}
 	return tarTree(root, "", out, []string{"dev", "proc", "sys", "run", "tmp"})
+}
+
+// waitGroupGone polls until process group pgid has no member left, or timeout passes: a SIGKILLed
+// process is gone only once the kernel has torn it down.
+func waitGroupGone(pgid int, timeout time.Duration) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for syscall.Kill(-pgid, 0) == nil {
+		select {
+		case <-deadline.C:
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // kindCleanup is the clean-up of kind's base image Dockerfile: no unit starts unless kind's files

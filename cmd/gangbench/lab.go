@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/kind"
+	"github.com/gangbench/gangbench/clusters/kwok"
+	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/lab"
+	"github.com/gangbench/gangbench/scenarios"
+	"github.com/gangbench/gangbench/scenarios/gangapi"
+
+	"github.com/spf13/cobra"
+)
+
+// labCluster is the seed lab's cluster name: its nodes are gpu-lab-control-plane, gpu-lab-worker
+// (8 GPUs) and gpu-lab-worker2 (none).
+const labCluster = "gpu-lab"
+
+type labFlags struct {
+	provider, k8sVersion, schedulerBin, schedulerImage, nodeImage, engine, cacheDir string
+	timeout                                                                         time.Duration
+	keep                                                                            bool
+}
+
+func newLabCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
+	var f labFlags
+	cmd := &cobra.Command{
+		Use:   "lab",
+		Short: "Reproduce the seed's native gang-scheduling lab, literally, with a verdict per experiment",
+		Long: `lab creates the lab's cluster, "gpu-lab": a tainted control-plane node, gpu-lab-worker with 8
+nvidia.com/gpu and gpu-lab-worker2 without GPUs. On kind (the default where a container engine
+runs) the workers are real kubelets and the GPUs come from the fake device plugin; on local kwok
+plays the three nodes. It applies the lab's manifests in the lab's order (02-basic-control.yaml,
+01-native-gang.yaml, 03-elastic.yaml, rewritten from v1alpha2 to v1beta1), prints what the lab's
+kubectl commands show next to what the lab reports, gives a verdict per experiment, and deletes the
+cluster. It exits 1 when an experiment differs from the lab.`,
+		Example: `  gangbench lab
+  gangbench lab --provider local
+  gangbench lab --scheduler-binary ./_output/kube-scheduler   # the lab against a fork
+  gangbench lab --provider kind --keep                          # look around afterwards with kubectl`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runLab(cmd.Context(), g, &f, stdout, stderr) },
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.provider, "provider", "auto", "kind, local, or auto (kind when a container engine answers)")
+	fs.StringVar(&f.k8sVersion, "k8s-version", clusters.DefaultKubernetesVersion, "Kubernetes version of the cluster")
+	fs.StringVar(&f.schedulerBin, "scheduler-binary", "", "run this kube-scheduler binary as the scheduler")
+	fs.StringVar(&f.schedulerImage, "scheduler-image", "", "kind: run this kube-scheduler image from the engine as the scheduler")
+	fs.StringVar(&f.nodeImage, "node-image", "", "kind: node image (default: gangbench's, built offline)")
+	fs.StringVar(&f.engine, "engine", "", "kind: container engine (default: the first that answers)")
+	fs.StringVar(&f.cacheDir, "cache-dir", "", "where built binaries are cached")
+	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "bound on each wait (a decision, a condition, a deletion)")
+	fs.BoolVar(&f.keep, "keep", false, "kind: leave the cluster and the last experiment's namespace for a look with kubectl")
+	return cmd
+}
+
+func runLab(ctx context.Context, g *globalOpts, f *labFlags, stdout, stderr io.Writer) error {
+	cf := clusterFlags{provider: f.provider, engine: f.engine}
+	switch f.provider {
+	case "auto", kind.ProviderName, local.ProviderName:
+	default:
+		return usageError{fmt.Errorf("--provider %q: accepted kind, local, auto", f.provider)}
+	}
+	provider := cf.resolveProvider(ctx, stderr)
+	if provider == local.ProviderName && (f.keep || f.schedulerImage != "" || f.nodeImage != "") {
+		return usageError{errors.New("--keep, --scheduler-image and --node-image are kind options")}
+	}
+	bf := clusterFlags{cacheDir: f.cacheDir, schedulerBin: f.schedulerBin}
+	bins := bf.binOptions(stderr)
+	spec := clusters.Spec{
+		Name: labCluster, Nodes: 1, GPU: fakegpu.Inventory{Count: 8}, KubernetesVersion: f.k8sVersion,
+		SchedulerBinary: f.schedulerBin, ReadyTimeout: 5 * time.Minute,
+	}
+	var cl *clusters.Cluster
+	var err error
+	if provider == kind.ProviderName {
+		p, perr := kind.New(kind.WithEngine(f.engine), kind.WithWorkers(1), kind.WithPlainWorkers(1), kind.WithNodeImage(f.nodeImage),
+			kind.WithSchedulerImage(f.schedulerImage), kind.WithBinaries(bins), kind.WithKeep(f.keep), kind.WithLogger(g.logger(stderr)))
+		if perr != nil {
+			return usageError{perr}
+		}
+		cl, err = p.Create(ctx, spec)
+	} else {
+		p, perr := local.New(local.WithLogger(g.logger(stderr)), local.WithBinaries(bins))
+		if perr != nil {
+			return perr
+		}
+		cl, err = p.Create(ctx, spec)
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := cl.Close(context.WithoutCancel(ctx)); cerr != nil {
+			fmt.Fprintf(stderr, "lab: deleting the cluster: %v\n", cerr)
+		}
+	}()
+	cs, err := kubernetes.NewForConfig(cl.RESTConfig)
+	if err != nil {
+		return err
+	}
+	if provider == local.ProviderName {
+		if err := shapeLocalLab(ctx, cs, f.timeout); err != nil {
+			return err
+		}
+	}
+	gang, err := gangapi.ForConfig(ctx, cl.RESTConfig, cs)
+	if err != nil {
+		return err
+	}
+	here := fmt.Sprintf("%s, %s", provider, cl.Versions[clusters.Scheduler])
+	res, err := lab.Run(ctx, cs, gang, lab.Options{
+		Worker: labCluster + "-worker", Image: scenarios.PauseImage, Out: stdout, Timeout: f.timeout, Here: here, Keep: f.keep,
+	})
+	if err != nil {
+		return err
+	}
+	if f.keep {
+		fmt.Fprintf(stdout, "\nthe cluster stays: export KUBECONFIG=%s; delete it with: gangbench cluster delete --name %s\n", cl.KubeconfigPath, labCluster)
+	}
+	if !res.Reproduced() {
+		return codedError{errors.New("the lab did not reproduce (see the verdicts above)"), exitFailures}
+	}
+	return nil
+}
+
+// shapeLocalLab gives a local cluster the lab's three nodes, played by kwok: the provider's own
+// simulated node goes, and gpu-lab-control-plane (tainted as kubeadm taints a control plane),
+// gpu-lab-worker (8 GPUs) and gpu-lab-worker2 (no GPUs) come, so the scheduler's messages count
+// the same nodes for the same reasons as on the lab's kind cluster.
+func shapeLocalLab(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
+	old, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, n := range old.Items {
+		if err := cs.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil {
+			return fmt.Errorf("lab: remove the provider's node %s: %w", n.Name, err)
+		}
+	}
+	const role = "node-role.kubernetes.io/control-plane"
+	cp := fakegpu.NodeOptions{
+		Labels: map[string]string{role: "", "gangbench.dev/lab": "true"},
+		Taints: []corev1.Taint{{Key: role, Effect: corev1.TaintEffectNoSchedule}},
+	}
+	worker := fakegpu.NodeOptions{Labels: map[string]string{"gangbench.dev/lab": "true"}}
+	for _, n := range []struct {
+		name string
+		gpus int
+		opts fakegpu.NodeOptions
+	}{{labCluster + "-control-plane", 0, cp}, {labCluster + "-worker", 8, worker}, {labCluster + "-worker2", 0, worker}} {
+		if err := kwok.CreateNodes(ctx, cs, []string{n.name}, fakegpu.Inventory{Count: n.gpus}.WithDefaults(), n.opts, 1); err != nil {
+			return fmt.Errorf("lab: create node %s: %w", n.name, err)
+		}
+	}
+	if err := kwok.WaitNodesReady(ctx, cs, "gangbench.dev/lab=true", 3, timeout); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	return kwok.WaitSchedulable(ctx, cs, "gangbench.dev/lab=true", 3, timeout, 5*time.Second, nil, role)
+}
