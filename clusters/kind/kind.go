@@ -246,8 +246,8 @@ type plan struct {
 	Workers      int
 	PlainWorkers int
 	KwokNodes    int
-	GPU       fakegpu.Inventory
-	NodeImage string
+	GPU          fakegpu.Inventory
+	NodeImage    string
 }
 
 // Nodes is the number of GPU nodes: kind workers plus kwok nodes.
