@@ -127,6 +127,9 @@ type Cluster struct {
 	Versions map[Component]string
 	// LogDir holds one log file per component (empty when the provider has no logs).
 	LogDir string
+	// ComponentLog returns the last lines of a component's log for failure artifacts, when its log
+	// is not a file in LogDir (on kind the control plane logs inside the node); nil means LogDir.
+	ComponentLog func(ctx context.Context, c Component, lines int) ([]byte, error)
 	// Nodes is the number of GPU nodes the cluster was created with.
 	Nodes int
 	// GPU is the per-node inventory.

@@ -5,6 +5,7 @@ package suites
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -78,10 +79,15 @@ func (e *Env) d(base time.Duration) time.Duration {
 	return time.Duration(float64(base) * e.Scale)
 }
 
+// errNoSchedulerMetrics says the cluster gives the harness no scheduler /metrics endpoint (an
+// existing cluster whose scheduler is not reachable); a scrape of an endpoint that fails is another
+// error.
+var errNoSchedulerMetrics = errors.New("the scheduler's /metrics endpoint is not reachable from the harness")
+
 // SchedulerMetrics scrapes the scheduler's /metrics, or says why it cannot.
 func (e *Env) SchedulerMetrics(ctx context.Context) (*metrics.Snapshot, error) {
 	if e.Cluster == nil || e.Cluster.SchedulerMetrics.URL == "" {
-		return nil, fmt.Errorf("the scheduler's /metrics endpoint is not reachable from the harness")
+		return nil, errNoSchedulerMetrics
 	}
 	return metrics.Scrape(ctx, e.Cluster.SchedulerMetrics)
 }

@@ -252,10 +252,20 @@ func (h *Harness) Collect(ctx context.Context, lane *Lane, dir string) error {
 	dump("pods.yaml", pods, err)
 	evs, err := lane.Client.CoreV1().Events(lane.Name).List(ctx, metav1.ListOptions{})
 	dump("events.yaml", evs, err)
-	if h.cluster != nil && h.cluster.LogDir != "" {
+	if h.cluster != nil && (h.cluster.LogDir != "" || h.cluster.ComponentLog != nil) {
 		for _, c := range []clusters.Component{clusters.Scheduler, clusters.APIServer} {
-			b, err := os.ReadFile(filepath.Join(h.cluster.LogDir, string(c)+".log"))
-			if err != nil {
+			var b []byte
+			var err error
+			if h.cluster.ComponentLog != nil {
+				// Bounded: a node that cannot be asked must not hold up the rest of the run.
+				lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				b, err = h.cluster.ComponentLog(lctx, c, 2000)
+				cancel()
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+			} else if b, err = os.ReadFile(filepath.Join(h.cluster.LogDir, string(c)+".log")); err != nil {
 				continue
 			}
 			lines := strings.Split(string(b), "\n")

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gangbench/gangbench/clusters/kind"
 )
 
 // These tests prove that the suites can fail: they run the suite binary (this test binary, re-executed
@@ -24,7 +26,9 @@ var failLineRE = regexp.MustCompile(`--- FAIL: (Test[A-Za-z]+)/.+?/([A-Z]{2,5}-[
 // failed assertion IDs per top-level test.
 func runSuiteBinary(t *testing.T, testRE string, args ...string) (error, string, map[string][]string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	// A kind run (cluster create, every suite, delete) takes about 10 minutes here; the bound is
+	// for a run that hangs.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	argv := append([]string{"-test.run=" + testRE, "-test.v", "-test.count=1", "-run-dir", filepath.Join(t.TempDir(), "run")}, args...)
 	cmd := exec.CommandContext(ctx, os.Args[0], argv...)
@@ -52,19 +56,37 @@ func skipUnlessProof(t *testing.T) {
 	}
 }
 
+// behavioural are the suites that judge the scheduler (validation judges the apiserver).
+var behavioural = []string{"TestExperiments", "TestBarriers", "TestMinCount", "TestPreemption", "TestStatus", "TestObservability", "TestFaults"}
+
+func behaviouralRE() string { return "^(" + strings.Join(behavioural, "|") + ")$" }
+
 // TestProofGangSchedulingOff runs the behavioural suites against a scheduler with GenericWorkload=false
 // (it ignores PodGroups and schedules pods one by one). Every behavioural suite must report failures.
 // (The validation suite checks the apiserver, not the scheduler; TestProofGangAPIOff covers its
 // failure mode: an apiserver that does not serve the API stops the run before any test.)
 func TestProofGangSchedulingOff(t *testing.T) {
 	skipUnlessProof(t)
-	err, out, failed := runSuiteBinary(t, "^(TestExperiments|TestBarriers|TestMinCount|TestPreemption|TestStatus|TestObservability|TestFaults)$",
-		"-scheduler-feature-gates", "GenericWorkload=false")
+	proveGangSchedulingOff(t)
+}
+
+// TestProofGangSchedulingOffKind is the same proof on kind: the wrong scheduler is swapped into the
+// control-plane node, the lanes that need real kubelets use the workers, and the suites must fail
+// there as they do on local.
+func TestProofGangSchedulingOffKind(t *testing.T) {
+	skipUnlessProof(t)
+	skipWithoutEngine(t)
+	proveGangSchedulingOff(t, "-provider", "kind")
+}
+
+func proveGangSchedulingOff(t *testing.T, args ...string) {
+	t.Helper()
+	err, out, failed := runSuiteBinary(t, behaviouralRE(), append(args, "-scheduler-feature-gates", "GenericWorkload=false")...)
 	t.Logf("failed assertions against a scheduler without gang scheduling: %v", failed)
 	if err == nil {
 		t.Fatalf("the suites passed against a scheduler with gang scheduling off:\n%s", tail(out, 60))
 	}
-	for _, test := range []string{"TestExperiments", "TestBarriers", "TestMinCount", "TestPreemption", "TestStatus", "TestObservability", "TestFaults"} {
+	for _, test := range behavioural {
 		if len(failed[test]) == 0 {
 			t.Errorf("%s reported no failure against a scheduler with gang scheduling off", test)
 		}
@@ -75,6 +97,30 @@ func TestProofGangSchedulingOff(t *testing.T) {
 		if !strings.Contains(out, "--- FAIL") || !containsID(failed, id) {
 			t.Errorf("%s did not fail against a scheduler with gang scheduling off", id)
 		}
+	}
+}
+
+// TestConformanceKind runs every suite on a kind cluster when a container engine answers: real
+// kubelets with the device plugin next to kwok lanes. Everything that passes on local must pass
+// there (or skip with a reason that names what kind lacks, which the suites record).
+func TestConformanceKind(t *testing.T) {
+	skipUnlessProof(t)
+	skipWithoutEngine(t)
+	err, out, failed := runSuiteBinary(t, "^Test(Experiments|Barriers|MinCount|Preemption|Status|Validation|Observability|Faults)$", "-provider", "kind")
+	if err != nil || len(failed) > 0 {
+		t.Errorf("the suites on kind: %v; failed assertions %v\n%s", err, failed, tail(out, 80))
+	}
+	for _, test := range append(behavioural, "TestValidation") {
+		if !strings.Contains(out, "--- PASS: "+test+" ") {
+			t.Errorf("%s did not pass on kind", test)
+		}
+	}
+}
+
+func skipWithoutEngine(t *testing.T) {
+	t.Helper()
+	if _, err := kind.DetectEngine(context.Background(), ""); err != nil {
+		t.Skipf("no container engine answers, so no kind cluster: %v", err)
 	}
 }
 

@@ -223,3 +223,28 @@ func onNodes(ctx context.Context, ns []nodes.Node, f func(context.Context, nodes
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// componentLog returns the last lines of a static pod component's log from the control-plane node:
+// every container the kubelet kept for it, oldest first, so a log read after a fault shows the
+// killed scheduler's last words and the restarted one's first.
+func (k *control) componentLog(ctx context.Context, c clusters.Component, lines int) ([]byte, error) {
+	sp, ok := staticPodOf(c)
+	if !ok {
+		return nil, unsupported(c)
+	}
+	cp, err := k.controlPlane()
+	if err != nil {
+		return nil, err
+	}
+	name := strings.TrimSuffix(sp.manifest, ".yaml")
+	// crictl lists newest first; tac puts them in the order they ran.
+	script := fmt.Sprintf(`for id in $(crictl ps -a -q --name '^%[1]s$' | tac); do
+  echo "==> container $id"
+  crictl logs --tail %[2]d "$id" 2>&1
+done`, name, lines)
+	out, err := nodeSh(ctx, cp, script)
+	if err != nil {
+		return nil, fmt.Errorf("%s log on %s: %w", c, cp.String(), err)
+	}
+	return []byte(out), nil
+}

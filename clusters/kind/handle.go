@@ -98,6 +98,7 @@ func (p *Provider) handle(st *state, api kindAPI) (*clusters.Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kind cluster %q: client: %w", st.Name, err)
 	}
+	ctl := &control{api: api, name: st.Name, timeout: defaultControlTimeout}
 	return &clusters.Cluster{
 		Name: st.Name, Provider: ProviderName, KubeconfigPath: st.Kubeconfig, RESTConfig: cfg,
 		APIServerMetrics: clusters.Endpoint{URL: cfg.Host + "/metrics", Transport: rt},
@@ -106,7 +107,8 @@ func (p *Provider) handle(st *state, api kindAPI) (*clusters.Cluster, error) {
 		LogDir:           filepath.Join(dir, "logs"),
 		Nodes:            st.Workers + st.KwokNodes,
 		GPU:              st.GPU,
-		Control:          &control{api: api, name: st.Name, timeout: defaultControlTimeout},
+		ComponentLog:     ctl.componentLog,
+		Control:          ctl,
 		GPUs:             newPluginGPUs(api, st.Name, cs),
 		SchedulerName:    corev1.DefaultSchedulerName,
 	}, nil

@@ -170,6 +170,16 @@ func TestIntegrationKindGPUCluster(t *testing.T) {
 	if _, err := cl.SchedulerMetrics.Get(ctx); err != nil {
 		t.Errorf("scheduler metrics after its restart: %v", err)
 	}
+	// Failure artifacts read the control plane's logs from the node: the scheduler's holds the
+	// containers the kubelet kept (the restarted one at least), each from its start.
+	if log, err := cl.ComponentLog(ctx, clusters.Scheduler, 200); err != nil {
+		t.Errorf("scheduler log: %v", err)
+	} else if !strings.Contains(string(log), "==> container ") || !strings.Contains(string(log), "leaderelection") && !strings.Contains(string(log), "Starting") {
+		t.Errorf("scheduler log after its restart shows no start:\n%.2000s", log)
+	}
+	if log, err := cl.ComponentLog(ctx, clusters.APIServer, 50); err != nil || !strings.Contains(string(log), "==> container ") || len(log) < 200 {
+		t.Errorf("apiserver log (%v): %.500s", err, log)
+	}
 	checkKubeletRestart(t, ctx, cl, cs, workers[1], 8)
 }
 
