@@ -9,13 +9,15 @@ import (
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gangbench/gangbench/clusters"
 )
 
 // ManagedLabel marks every object gangbench creates, so cleanup deletes only what is ours.
 const ManagedLabel = "gangbench.dev/managed"
 
-// PauseImage is what every test pod runs. Simulated nodes never pull it; kind nodes have it preloaded.
-const PauseImage = "registry.k8s.io/pause:3.10"
+// PauseImage is what every test pod runs (see clusters.PodImage).
+const PauseImage = clusters.PodImage
 
 // GPUResource is the default fake GPU resource.
 const GPUResource corev1.ResourceName = "nvidia.com/gpu"

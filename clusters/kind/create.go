@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
 	"slices"
 	"strings"
 	"sync"
@@ -207,6 +208,11 @@ func (c *creation) run(ctx context.Context) (*clusters.Cluster, error) {
 			return nil, fmt.Errorf("kind cluster %q: pod network: %w", c.st.Name, err)
 		}
 	}
+	if !nodeimage.IsGangbench(c.pl.NodeImage) {
+		if err := tagPodImage(ctx, c.nodes.All); err != nil {
+			return nil, fmt.Errorf("kind cluster %q: %w", c.st.Name, err)
+		}
+	}
 	if err := c.devicePlugin(ctx, timeout); err != nil {
 		return nil, err
 	}
@@ -333,8 +339,8 @@ func (c *creation) scheduler(ctx context.Context, src *schedulerSource, timeout 
 		return "", fmt.Errorf("%s: %w", src, err)
 	}
 	_ = os.Remove(archive) // it can be hundreds of MB and is in the node now
-	// The kubelet looks the image up by the manifest's name, normalised (docker.io/library/ for
-	// short names); an engine that saved it under another name (podman: localhost/<short name>)
+	// The kubelet looks the image up by the manifest's name, normalised (short names get the
+	// default registry's library/ prefix); an engine that saved it under another name (podman: localhost/<short name>)
 	// would leave the scheduler in ErrImageNeverPull, so check the name resolves in the node now.
 	if _, err := nodeRun(ctx, cp, nil, "crictl", "inspecti", image); err != nil {
 		return "", fmt.Errorf("scheduler image %s was loaded, but the node does not find it under that name (give the image's full name as the engine lists it, e.g. localhost/… for podman): %w", image, err)
@@ -449,4 +455,23 @@ func (c *creation) loadPlugin(ctx context.Context, ref string) error {
 		return fmt.Errorf("device plugin image: %w", err)
 	}
 	return nil
+}
+
+// podImageScript names the node's own pause image clusters.PodImage: a node image gangbench did
+// not build (kindest/node) preloads the pause image under its registry's name, which gangbench's
+// code never spells, so pods find it under the one name they use on every node.
+var podImageScript = `set -e
+src=$(ctr -n k8s.io images ls -q | grep -E '/pause:[^@]+$' | grep -vxF '` + clusters.PodImage + `' | head -n1)
+[ -n "$src" ] || { echo "no pause image in the node's containerd store to run gangbench's pods with" >&2; exit 3; }
+ctr -n k8s.io images tag --force "$src" '` + clusters.PodImage + `' >/dev/null
+`
+
+// tagPodImage runs podImageScript on every node.
+func tagPodImage(ctx context.Context, ns []nodes.Node) error {
+	return onNodes(ctx, ns, func(ctx context.Context, n nodes.Node) error {
+		if _, err := nodeSh(ctx, n, podImageScript); err != nil {
+			return fmt.Errorf("tag the pause image as %s: %w", clusters.PodImage, err)
+		}
+		return nil
+	})
 }

@@ -159,10 +159,10 @@ func newFakeClusterClient(name string, workers int, schedImage string) *fake.Cli
 	cp := name + "-control-plane"
 	objs = append(objs, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "etcd-" + cp, Namespace: "kube-system"},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.4-0"}}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: "example.test/etcd:3.6.4-0"}}},
 	})
 	if schedImage == "" {
-		schedImage = "registry.k8s.io/kube-scheduler:v1.37.0"
+		schedImage = "example.test/kube-scheduler:v1.37.0"
 	}
 	objs = append(objs, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler-" + cp, Namespace: "kube-system"},
@@ -324,6 +324,13 @@ func TestCreateFlow(t *testing.T) {
 	}
 	if len(h.waited) != 1 || h.waited[0] != LabelWorker+"=true" {
 		t.Errorf("waited for %v", h.waited)
+	}
+
+	// A node image gangbench did not build: every node names its pause image clusters.PodImage.
+	for _, n := range append([]*fakeNode{h.cp}, h.workers...) {
+		if len(n.callsMatching("images tag --force")) != 1 || !strings.Contains(strings.Join(n.callsMatching("images tag"), ""), clusters.PodImage) {
+			t.Errorf("node %s: pause image not tagged %s; calls %v", n.name, clusters.PodImage, n.calls)
+		}
 	}
 
 	// Scheduler image: saved from docker, loaded into the control plane, manifest rewritten.

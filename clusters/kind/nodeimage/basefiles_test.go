@@ -33,7 +33,7 @@ func TestSandboxImage(t *testing.T) {
 	for _, tc := range []struct {
 		name, cfg, want string
 	}{
-		{"kind's form", "[plugins.\"io.containerd.grpc.v1.cri\"]\n  # use fixed sandbox image\n  sandbox_image = \"registry.k8s.io/pause:3.10\"\n", "registry.k8s.io/pause:3.10"},
+		{"kind's form", "[plugins.\"io.containerd.grpc.v1.cri\"]\n  # use fixed sandbox image\n  sandbox_image = \"example.test/pause:3.10\"\n", "example.test/pause:3.10"},
 		{"no spaces", "sandbox_image=\"example.test/pause:3.9\"\n", "example.test/pause:3.9"},
 		{"first of two", "sandbox_image = \"a.test/pause:1\"\nsandbox_image = \"b.test/pause:2\"\n", "a.test/pause:1"},
 	} {

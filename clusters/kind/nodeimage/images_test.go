@@ -22,7 +22,7 @@ func TestKubeadmTag(t *testing.T) {
 		ImageRepository + "/etcd-druid:9.9.9", // another image whose name starts with etcd
 		ImageRepository + "/etcd:3.6.5-0",
 		ImageRepository + "/pause:3.10.1",
-		"registry.k8s.io/pause:3.9", // another repository
+		"example.test/pause:3.9", // another repository
 	}
 	for _, tc := range []struct {
 		name, image, def, want string
@@ -54,7 +54,7 @@ func TestCheckKubeadmImages(t *testing.T) {
 	comps := []component{
 		{Name: "kube-apiserver", Tags: []string{"v1.37.2"}},
 		{Name: "etcd", Tags: []string{"3.6.5-0"}},
-		{Name: "pause", Tags: []string{"3.10.1"}, Aliases: []string{"registry.k8s.io/pause:3.10"}},
+		{Name: "pause", Tags: []string{"3.10.1"}, Aliases: []string{"example.test/pause:3.10"}},
 	}
 	for _, tc := range []struct {
 		name    string
@@ -91,7 +91,7 @@ func TestCheckKubeadmImages(t *testing.T) {
 }
 
 func TestComponentRefs(t *testing.T) {
-	c := component{Name: "pause", Tags: []string{"3.10.1", "latest"}, Aliases: []string{"registry.k8s.io/pause:3.10"}}
+	c := component{Name: "pause", Tags: []string{"3.10.1", "latest"}, Aliases: []string{"example.test/pause:3.10"}}
 	refs, err := c.refs()
 	if err != nil {
 		t.Fatalf("refs: %v", err)
@@ -100,7 +100,7 @@ func TestComponentRefs(t *testing.T) {
 	for _, r := range refs {
 		got = append(got, r.Name())
 	}
-	want := []string{ImageRepository + "/pause:3.10.1", ImageRepository + "/pause:latest", "registry.k8s.io/pause:3.10"}
+	want := []string{ImageRepository + "/pause:3.10.1", ImageRepository + "/pause:latest", "example.test/pause:3.10"}
 	if !slices.Equal(got, want) {
 		t.Errorf("refs = %q, want %q", got, want)
 	}
@@ -266,7 +266,7 @@ func TestWriteImagesArchive(t *testing.T) {
 	}
 	cs := []component{
 		{Name: "etcd", Tags: []string{"3.6.5-0"}, Binary: writeBinary(t, "etcd"), BinaryPath: "/usr/local/bin/etcd"},
-		{Name: "pause", Tags: []string{"3.10.1"}, Aliases: []string{"registry.k8s.io/pause:3.10"}, Binary: writeBinary(t, "pause"), BinaryPath: "/pause"},
+		{Name: "pause", Tags: []string{"3.10.1"}, Aliases: []string{"example.test/pause:3.10"}, Binary: writeBinary(t, "pause"), BinaryPath: "/pause"},
 	}
 	out := filepath.Join(t.TempDir(), "images.tar")
 	if err := writeImagesArchive(out, cs, rootfs, map[name.Reference]v1.Image{extraRef: extra}); err != nil {
@@ -281,7 +281,7 @@ func TestWriteImagesArchive(t *testing.T) {
 		tags = append(tags, d.RepoTags...)
 	}
 	slices.Sort(tags)
-	want := []string{"example.test/plugin:v1", ImageRepository + "/etcd:3.6.5-0", ImageRepository + "/pause:3.10.1", "registry.k8s.io/pause:3.10"}
+	want := []string{"example.test/plugin:v1", ImageRepository + "/etcd:3.6.5-0", ImageRepository + "/pause:3.10.1", "example.test/pause:3.10"}
 	slices.Sort(want)
 	if !slices.Equal(tags, want) {
 		b, _ := json.Marshal(m)
@@ -289,7 +289,7 @@ func TestWriteImagesArchive(t *testing.T) {
 	}
 	// The pause tag and its alias are one image.
 	for _, d := range m {
-		if slices.Contains(d.RepoTags, "registry.k8s.io/pause:3.10") && !slices.Contains(d.RepoTags, ImageRepository+"/pause:3.10.1") {
+		if slices.Contains(d.RepoTags, "example.test/pause:3.10") && !slices.Contains(d.RepoTags, ImageRepository+"/pause:3.10.1") {
 			t.Errorf("pause alias is a separate image: %q", d.RepoTags)
 		}
 	}
