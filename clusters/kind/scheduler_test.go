@@ -98,10 +98,10 @@ func TestSetFlagsArgs(t *testing.T) {
 
 func TestImageTagAndEtcdVersion(t *testing.T) {
 	for in, want := range map[string]string{
-		"example.test/etcd:3.6.4-0":            "v3.6.4",
+		"example.test/etcd:3.6.4-0":               "v3.6.4",
 		"localhost:5000/etcd:v3.7.0":              "v3.7.0",
-		"example.test/etcd@sha256:abc":         "sha256:abc",
-		"example.test/kube-scheduler:v1.37.0":  "v1.37.0",
+		"example.test/etcd@sha256:abc":            "sha256:abc",
+		"example.test/kube-scheduler:v1.37.0":     "v1.37.0",
 		"localhost:5000/kube-scheduler":           "localhost:5000/kube-scheduler",
 		"example.com/kube-scheduler:gang-feature": "gang-feature",
 	} {
