@@ -26,12 +26,16 @@ e2e: build k8s-build ## Run the conformance suites on a fresh cluster (PROVIDER=
 	$(BIN) e2e --k8s-version $(K8S_VERSION) $(if $(PROVIDER),--provider $(PROVIDER)) $(if $(SUITES),--suites $(SUITES)) $(E2E_FLAGS)
 
 .PHONY: perf
-perf: build k8s-build ## Throughput benchmarks: default scenario set on NODES simulated 8-GPU nodes (SCENARIOS=…, SLO=file, PERF_FLAGS=…)
-	$(BIN) perf run --k8s-version $(K8S_VERSION) $(if $(filter command line,$(origin NODES)),--nodes $(NODES)) $(if $(SCENARIOS),--scenario $(SCENARIOS)) $(if $(SLO),--slo $(SLO)) $(PERF_FLAGS)
+perf: build k8s-build ## Throughput benchmarks: default scenario set on NODES simulated 8-GPU nodes (PROVIDER=kind, SCENARIOS=…, SLO=file, PERF_FLAGS=…)
+	$(BIN) perf run --k8s-version $(K8S_VERSION) $(if $(PROVIDER),--provider $(PROVIDER)) $(if $(filter command line,$(origin NODES)),--nodes $(NODES)) $(if $(SCENARIOS),--scenario $(SCENARIOS)) $(if $(SLO),--slo $(SLO)) $(PERF_FLAGS)
 
 .PHONY: compare
-compare: build k8s-build ## Compare two schedulers: OLD=v1.37.1 NEW=v1.37.2 (or OLD_BIN=… NEW_BIN=…), interleaved, with statistics
-	$(BIN) compare $(if $(OLD),--old-version $(OLD)) $(if $(NEW),--new-version $(NEW)) $(if $(OLD_BIN),--old-scheduler-binary $(OLD_BIN)) $(if $(NEW_BIN),--new-scheduler-binary $(NEW_BIN)) $(COMPARE_FLAGS)
+compare: build k8s-build ## Compare two schedulers: OLD=v1.37.1 NEW=v1.37.2 (or OLD_BIN=… NEW_BIN=…, PROVIDER=kind), interleaved, with statistics
+	$(BIN) compare $(if $(PROVIDER),--provider $(PROVIDER)) $(if $(OLD),--old-version $(OLD)) $(if $(NEW),--new-version $(NEW)) $(if $(OLD_BIN),--old-scheduler-binary $(OLD_BIN)) $(if $(NEW_BIN),--new-scheduler-binary $(NEW_BIN)) $(COMPARE_FLAGS)
+
+.PHONY: lab
+lab: build k8s-build ## The seed's gang-scheduling lab, literally, with a verdict per experiment (PROVIDER=kind|local)
+	$(BIN) lab --k8s-version $(K8S_VERSION) $(if $(PROVIDER),--provider $(PROVIDER))
 
 .PHONY: cluster-delete
 cluster-delete: build ## Delete the cluster NAME

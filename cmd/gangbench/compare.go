@@ -16,6 +16,7 @@ import (
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf"
@@ -237,8 +238,11 @@ func (f *compareFlags) runBoth(ctx context.Context, g *globalOpts, root, runDir 
 		return usageError{err}
 	}
 	sources := map[*compareSide]perf.ClusterSource{}
+	// Both sides run on one provider, asked once: a comparison across providers measures them.
+	provider := f.cluster.resolveProvider(ctx, stderr)
 	for _, s := range sides {
 		cf := f.sideFlags(s)
+		cf.provider = provider
 		probe := cf
 		probe.nodes = 1
 		spec, err := probe.spec()
@@ -249,6 +253,13 @@ func (f *compareFlags) runBoth(ctx context.Context, g *globalOpts, root, runDir 
 		spec.ReadyTimeout = 0
 		if _, err := k8sbin.Ensure(ctx, spec.KubernetesVersion, cf.binOptions(stderr)); err != nil {
 			return codedError{err, exitError}
+		}
+		if provider == kind.ProviderName {
+			if cf.kwokNodes != 0 {
+				return usageError{errors.New("--kwok-nodes: compare derives the kwok nodes from each scenario's node count minus --workers")}
+			}
+			sources[s] = &perf.KindSource{Options: cf.kindOptions(stderr), Workers: cf.workers, Base: spec}
+			continue
 		}
 		p, err := local.New(local.WithBinaries(cf.binOptions(stderr)))
 		if err != nil {
