@@ -84,12 +84,6 @@ type Spec struct {
 // DefaultKubernetesVersion is the version built and run when a caller does not choose one.
 const DefaultKubernetesVersion = "v1.37.2"
 
-// PodImage is the image gangbench's pods run (the pause image): simulated nodes never pull it; every
-// kind node holds it under this name, preloaded in gangbench's node image and tagged from the node's
-// own pause image on any other (a node image that can pull is still never asked to: no registry
-// serves this name).
-const PodImage = "gangbench.dev/k8s/pause:pod"
-
 // DefaultName is the cluster name used when none is given.
 const DefaultName = "gangbench"
 

@@ -8,6 +8,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// PodImage is the image gangbench's pods run (the pause image). Simulated nodes never pull it; every
+// kind node holds it under this name, preloaded in gangbench's node image and tagged from the node's
+// own pause image on any other, so no node is ever asked to pull it (no registry serves the name).
+const PodImage = "gangbench.dev/k8s/pause:pod"
+
 const (
 	// AnnotationKwokNode is what kwok is started with as --manage-nodes-with-annotation-selector
 	// (kwok.x-k8s.io/node=fake): only nodes carrying it are simulated, so a real kubelet's node in the

@@ -10,14 +10,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/fakegpu"
 )
 
 // ManagedLabel marks every object gangbench creates, so cleanup deletes only what is ours.
 const ManagedLabel = "gangbench.dev/managed"
 
-// PauseImage is what every test pod runs (see clusters.PodImage).
-const PauseImage = clusters.PodImage
+// PauseImage is what every test pod runs (see fakegpu.PodImage).
+const PauseImage = fakegpu.PodImage
 
 // GPUResource is the default fake GPU resource.
 const GPUResource corev1.ResourceName = "nvidia.com/gpu"

@@ -457,20 +457,20 @@ func (c *creation) loadPlugin(ctx context.Context, ref string) error {
 	return nil
 }
 
-// podImageScript names the node's own pause image clusters.PodImage: a node image gangbench did
+// podImageScript names the node's own pause image fakegpu.PodImage: a node image gangbench did
 // not build (kindest/node) preloads the pause image under its registry's name, which gangbench's
 // code never spells, so pods find it under the one name they use on every node.
 var podImageScript = `set -e
-src=$(ctr -n k8s.io images ls -q | grep -E '/pause:[^@]+$' | grep -vxF '` + clusters.PodImage + `' | head -n1)
+src=$(ctr -n k8s.io images ls -q | grep -E '/pause:[^@]+$' | grep -vxF '` + fakegpu.PodImage + `' | head -n1)
 [ -n "$src" ] || { echo "no pause image in the node's containerd store to run gangbench's pods with" >&2; exit 3; }
-ctr -n k8s.io images tag --force "$src" '` + clusters.PodImage + `' >/dev/null
+ctr -n k8s.io images tag --force "$src" '` + fakegpu.PodImage + `' >/dev/null
 `
 
 // tagPodImage runs podImageScript on every node.
 func tagPodImage(ctx context.Context, ns []nodes.Node) error {
 	return onNodes(ctx, ns, func(ctx context.Context, n nodes.Node) error {
 		if _, err := nodeSh(ctx, n, podImageScript); err != nil {
-			return fmt.Errorf("tag the pause image as %s: %w", clusters.PodImage, err)
+			return fmt.Errorf("tag the pause image as %s: %w", fakegpu.PodImage, err)
 		}
 		return nil
 	})

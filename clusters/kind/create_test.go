@@ -326,10 +326,10 @@ func TestCreateFlow(t *testing.T) {
 		t.Errorf("waited for %v", h.waited)
 	}
 
-	// A node image gangbench did not build: every node names its pause image clusters.PodImage.
+	// A node image gangbench did not build: every node names its pause image fakegpu.PodImage.
 	for _, n := range append([]*fakeNode{h.cp}, h.workers...) {
-		if len(n.callsMatching("images tag --force")) != 1 || !strings.Contains(strings.Join(n.callsMatching("images tag"), ""), clusters.PodImage) {
-			t.Errorf("node %s: pause image not tagged %s; calls %v", n.name, clusters.PodImage, n.calls)
+		if len(n.callsMatching("images tag --force")) != 1 || !strings.Contains(strings.Join(n.callsMatching("images tag"), ""), fakegpu.PodImage) {
+			t.Errorf("node %s: pause image not tagged %s; calls %v", n.name, fakegpu.PodImage, n.calls)
 		}
 	}
 

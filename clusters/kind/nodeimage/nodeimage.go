@@ -37,8 +37,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/fakegpu"
 )
 
 const (
@@ -373,7 +373,7 @@ func (b *build) assemble(ctx context.Context, in inputs, dir string, img *Image)
 		// The etcd the local provider runs (the version Kubernetes' go.mod pins), under the tag this
 		// kubeadm asks for, which can name another patch release.
 		{Name: "etcd", Tags: []string{kubeadmTag(refs, "etcd", etcdTag(set.EtcdVersion))}, Binary: set.Etcd, BinaryPath: "/usr/local/bin/etcd"},
-		{Name: "pause", Tags: []string{k8sbin.PauseVersionOf(b.version)}, Aliases: []string{sandbox, clusters.PodImage}, Binary: bin(k8sbin.TargetPause, k8sbin.PauseBinary), BinaryPath: "/pause"},
+		{Name: "pause", Tags: []string{k8sbin.PauseVersionOf(b.version)}, Aliases: []string{sandbox, fakegpu.PodImage}, Binary: bin(k8sbin.TargetPause, k8sbin.PauseBinary), BinaryPath: "/pause"},
 	}
 	if err := checkKubeadmImages(refs, comps); err != nil {
 		return err
