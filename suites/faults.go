@@ -140,9 +140,15 @@ func (w *fltWatch) inject(ctx context.Context, t *testing.T, l *Lane, c clusters
 	rctx, cancel := context.WithTimeout(ctx, l.env.d(2*time.Minute))
 	defer cancel()
 	w.faultAt = time.Now()
-	op, err := "SIGTERM", ctl.Stop(rctx, c)
+	// One of the two, never both: a Stop before the Kill made every "kill" a graceful stop (the
+	// local provider's Kill of a stopped process succeeds silently; kind's refuses, which is how
+	// this was found).
+	var op string
+	var err error
 	if kill {
 		op, err = "SIGKILL", ctl.Kill(rctx, c)
+	} else {
+		op, err = "SIGTERM", ctl.Stop(rctx, c)
 	}
 	if err != nil {
 		t.Fatalf("%s %s: %v", op, c, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
@@ -29,6 +30,8 @@ type control struct {
 	api     kindAPI
 	name    string
 	timeout time.Duration
+	// stateDir holds the cluster's state, where the kwok controller's process and launch are.
+	stateDir string
 }
 
 var _ clusters.ComponentControl = (*control)(nil)
@@ -45,12 +48,15 @@ func staticPodOf(c clusters.Component) (staticPod, bool) {
 		return staticPod{manifest: "kube-scheduler.yaml", healthz: "https://127.0.0.1:10259/healthz"}, true
 	case clusters.ControllerManager:
 		return staticPod{manifest: "kube-controller-manager.yaml", healthz: "https://127.0.0.1:10257/healthz"}, true
+	case clusters.APIServer:
+		// kubeadm lets anyone read /healthz (system:public-info-viewer).
+		return staticPod{manifest: "kube-apiserver.yaml", healthz: "https://127.0.0.1:6443/healthz"}, true
 	}
 	return staticPod{}, false
 }
 
 func unsupported(c clusters.Component) error {
-	return fmt.Errorf("%s: not supported on kind (supported: kube-scheduler, kube-controller-manager, kubelet, kubelet/<node>)", c)
+	return fmt.Errorf("%s: not supported on kind (supported: kube-scheduler, kube-controller-manager, kube-apiserver, kwok-controller, kubelet, kubelet/<node>)", c)
 }
 
 // kubeletNodes returns the nodes a "kubelet" or "kubelet/<node>" component names, or ok=false.
@@ -94,6 +100,9 @@ func (k *control) Kill(ctx context.Context, c clusters.Component) error {
 }
 
 func (k *control) stop(ctx context.Context, c clusters.Component, kill bool) error {
+	if c == clusters.Kwok {
+		return k.stopKwok(ctx, kill)
+	}
 	if ns, ok, err := k.kubeletNodes(c); ok {
 		if err != nil {
 			return err
@@ -160,6 +169,9 @@ func (k *control) waitContainerGone(ctx context.Context, cp nodes.Node, containe
 // Start implements clusters.ComponentControl: the manifest goes back (same image, same flags) and
 // Start returns once the component's healthz answers ok inside the node.
 func (k *control) Start(ctx context.Context, c clusters.Component) error {
+	if c == clusters.Kwok {
+		return k.startKwok(ctx)
+	}
 	if ns, ok, err := k.kubeletNodes(c); ok {
 		if err != nil {
 			return err
@@ -247,4 +259,54 @@ done`, name, lines)
 		return nil, fmt.Errorf("%s log on %s: %w", c, cp.String(), err)
 	}
 	return []byte(out), nil
+}
+
+// kwokState reads the cluster's state for the kwok controller it records.
+func (k *control) kwokState() (*state, error) {
+	if k.stateDir == "" {
+		return nil, unsupported(clusters.Kwok)
+	}
+	st, err := readState(k.stateDir, k.name)
+	if err != nil {
+		return nil, err
+	}
+	if st.Kwok == nil || st.KwokLaunch == nil {
+		return nil, fmt.Errorf("%s: kind cluster %q runs no kwok controller (it has no kwok nodes)", clusters.Kwok, k.name)
+	}
+	return st, nil
+}
+
+// stopKwok stops the kwok controller gangbench runs on this machine for the cluster's simulated
+// nodes: SIGTERM with kwok's grace, or SIGKILL at once.
+func (k *control) stopKwok(ctx context.Context, kill bool) error {
+	st, err := k.kwokState()
+	if err != nil {
+		return err
+	}
+	if !st.Kwok.alive() {
+		return fmt.Errorf("%s is not running (pid %d)", clusters.Kwok, st.Kwok.PID)
+	}
+	if kill {
+		_ = syscall.Kill(st.Kwok.PID, syscall.SIGKILL)
+	}
+	return st.Kwok.stop(ctx, kwokGrace)
+}
+
+// startKwok starts the kwok controller again as it was first started, and records its new process.
+func (k *control) startKwok(ctx context.Context) error {
+	st, err := k.kwokState()
+	if err != nil {
+		return err
+	}
+	if st.Kwok.alive() {
+		return fmt.Errorf("%s is already running (pid %d)", clusters.Kwok, st.Kwok.PID)
+	}
+	launch := *st.KwokLaunch
+	launch.Timeout = k.timeout
+	proc, err := startKwokProcess(ctx, launch)
+	if err != nil {
+		return err
+	}
+	st.Kwok = &proc.Ref
+	return writeState(k.stateDir, st)
 }

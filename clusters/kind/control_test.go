@@ -2,6 +2,8 @@ package kind
 
 import (
 	"context"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -87,11 +89,50 @@ func TestControlKubelet(t *testing.T) {
 
 func TestControlUnsupported(t *testing.T) {
 	k, _, _, _ := newControlFixture(t)
-	for _, c := range []clusters.Component{clusters.APIServer, clusters.Etcd, clusters.Kwok} {
+	// etcd has no healthz a restart could wait on; kwok needs the cluster's state (none here).
+	for _, c := range []clusters.Component{clusters.Etcd, clusters.Kwok} {
 		for name, f := range map[string]func(context.Context, clusters.Component) error{"Stop": k.Stop, "Kill": k.Kill, "Start": k.Start, "Restart": k.Restart} {
 			if err := f(context.Background(), c); err == nil || !strings.Contains(err.Error(), "not supported on kind") {
 				t.Errorf("%s %s: %v", name, c, err)
 			}
 		}
+	}
+}
+
+// TestControlKwok stops the kwok controller the state records (a stand-in process here) and
+// refuses to stop it twice; a start whose controller exits at once reports the log.
+func TestControlKwok(t *testing.T) {
+	root := t.TempDir()
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = sleeper.Wait(); close(done) }()
+	t.Cleanup(func() { _ = sleeper.Process.Kill(); <-done })
+	ref := refOf(sleeper.Process.Pid)
+	logPath := filepath.Join(root, "kwok.log")
+	st := &state{Name: "c", Kwok: &ref, KwokLaunch: &kwokLaunch{Binary: "false", LogPath: logPath, Port: 1}}
+	if err := writeState(root, st); err != nil {
+		t.Fatal(err)
+	}
+	k := &control{name: "c", timeout: 5 * time.Second, stateDir: root}
+	ctx := context.Background()
+	if err := k.Start(ctx, clusters.Kwok); err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Errorf("Start of a running kwok: %v", err)
+	}
+	if err := k.Kill(ctx, clusters.Kwok); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the kwok stand-in still runs after Kill")
+	}
+	if err := k.Stop(ctx, clusters.Kwok); err == nil || !strings.Contains(err.Error(), "not running") {
+		t.Errorf("Stop of a stopped kwok: %v", err)
+	}
+	if err := k.Start(ctx, clusters.Kwok); err == nil || !strings.Contains(err.Error(), "exited before it was ready") {
+		t.Errorf("Start of a kwok that exits at once: %v", err)
 	}
 }

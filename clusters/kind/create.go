@@ -221,6 +221,16 @@ func (c *creation) run(ctx context.Context) (*clusters.Cluster, error) {
 		if schedVersion, err = c.scheduler(ctx, c.sched, timeout); err != nil {
 			return nil, err
 		}
+	} else {
+		// kubeadm starts the scheduler's static pod with the apiserver's, so the scheduler's first
+		// discovery of events.k8s.io/v1 fails and it writes core/v1 events for its whole life: those
+		// carry no related object (a Preempted event would not name its PodGroup). A scheduler under
+		// test is swapped in against a serving apiserver; the stock one is restarted once, so both
+		// start as on the local provider, after the apiserver answers.
+		ctl := &control{api: c.api, name: c.st.Name, timeout: timeout}
+		if err := ctl.Restart(ctx, clusters.Scheduler); err != nil {
+			return nil, fmt.Errorf("kind cluster %q: restart the scheduler against the running apiserver: %w", c.st.Name, err)
+		}
 	}
 	versions, err := c.versions(ctx, schedVersion)
 	if err != nil {
@@ -411,14 +421,15 @@ func (c *creation) kwokNodes(ctx context.Context, timeout time.Duration) error {
 		return err
 	}
 	logPath := filepath.Join(c.logDir(), string(clusters.Kwok)+".log")
-	proc, err := c.p.startKwok(ctx, kwokLaunch{
+	launch := kwokLaunch{
 		Binary: bin, Args: kwokArgs(c.st.Kubeconfig, cfgPath, port, c.pl.Spec.ExtraArgs[clusters.Kwok]),
 		LogPath: logPath, Port: port, Timeout: timeout,
-	})
+	}
+	proc, err := c.p.startKwok(ctx, launch)
 	if err != nil {
 		return err
 	}
-	c.st.Kwok, c.st.KwokPort = &proc.Ref, port
+	c.st.Kwok, c.st.KwokPort, c.st.KwokLaunch = &proc.Ref, port, &launch
 	// Recorded now, so that a failure below (or a crash) still lets Delete stop the controller.
 	if err := writeState(c.p.opts.StateDir, c.st); err != nil {
 		return err

@@ -98,7 +98,7 @@ func (p *Provider) handle(st *state, api kindAPI) (*clusters.Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kind cluster %q: client: %w", st.Name, err)
 	}
-	ctl := &control{api: api, name: st.Name, timeout: defaultControlTimeout}
+	ctl := &control{api: api, name: st.Name, timeout: defaultControlTimeout, stateDir: p.opts.StateDir}
 	return &clusters.Cluster{
 		Name: st.Name, Provider: ProviderName, KubeconfigPath: st.Kubeconfig, RESTConfig: cfg,
 		APIServerMetrics: clusters.Endpoint{URL: cfg.Host + "/metrics", Transport: rt},

@@ -21,12 +21,12 @@ import (
 
 // kwokLaunch is how the kwok controller of one cluster is started.
 type kwokLaunch struct {
-	Binary  string
-	Args    []string
-	LogPath string
+	Binary  string   `json:"binary"`
+	Args    []string `json:"args"`
+	LogPath string   `json:"logPath"`
 	// Port is the --server-address port whose /healthz says kwok is up.
-	Port    int
-	Timeout time.Duration
+	Port    int           `json:"port"`
+	Timeout time.Duration `json:"timeout"`
 }
 
 // kwokProc is a started kwok controller.

@@ -71,6 +71,8 @@ type state struct {
 	// Kwok is the kwok controller this package started for the cluster's simulated nodes.
 	Kwok     *procRef `json:"kwok,omitempty"`
 	KwokPort int      `json:"kwokPort,omitempty"`
+	// KwokLaunch is how the kwok controller was started, so a fault can start it again alike.
+	KwokLaunch *kwokLaunch `json:"kwokLaunch,omitempty"`
 }
 
 func statePath(root, name string) string  { return filepath.Join(root, name+".json") }

@@ -448,6 +448,11 @@ func (r *run) signal(c clusters.Component, sig syscall.Signal) error {
 	if pr == nil {
 		return fmt.Errorf("%s was never started", c)
 	}
+	// As on kind: stopping what is not running is the caller's mistake, and succeeding silently
+	// hid one (a fault that stopped a component before it "killed" it).
+	if !pr.running() {
+		return fmt.Errorf("%s is not running", c)
+	}
 	return pr.stop(sig, grace)
 }
 
