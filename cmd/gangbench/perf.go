@@ -93,8 +93,8 @@ Results are written in every case.`,
   gangbench perf run --scenario perf/scenarios/upstream-1000gangs.yaml --nodes 5000 --param groups=2000
   gangbench perf run --labels upstream --scheduler-binary ./my-kube-scheduler
   gangbench perf run --scenario smoke --nodes 50 --fault scheduler-kill@50% --fault kwok-restart@5s
-  gangbench perf run --scenario smoke --nodes 20 --fault gpu-unhealthy:8x2:10s@50%
-  gangbench perf run --provider kind --workers 2 --scenario smoke --nodes 20 --fault kubelet-restart@50%`,
+  gangbench perf run --scenario smoke --param groups=40 --nodes 20 --fault gpu-unhealthy:8x2:10s@50%
+  gangbench perf run --provider kind --workers 2 --scenario smoke --param groups=40 --nodes 20 --fault kubelet-restart@50%`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPerf(cmd, g, &f, stdout, stderr)
