@@ -22,8 +22,8 @@ func (r *runner) show(cmd string, here, lab []string) {
 	r.say("")
 }
 
-func (r *runner) showGPUs(want []string) error {
-	n, err := r.workerGPUs(context.Background())
+func (r *runner) showGPUs(ctx context.Context, want []string) error {
+	n, err := r.workerGPUs(ctx)
 	if err != nil {
 		return err
 	}
@@ -48,7 +48,7 @@ func (r *runner) runTeams(ctx context.Context, file string, basic bool, labPods,
 		return s, err
 	}
 	r.show("kubectl -n "+ns+" get pods -o "+podColumns, podsTable(s, true), labPods)
-	if err := r.showGPUs(labGPUs); err != nil {
+	if err := r.showGPUs(ctx, labGPUs); err != nil {
 		return s, err
 	}
 	return s, nil
@@ -77,7 +77,7 @@ func (r *runner) experiment1Control(ctx context.Context) (snapshot, error) {
 		return s, err
 	}
 	r.say(`namespace "%s" deleted`, nsBasic)
-	return s, r.showGPUs(labCleanGPUs)
+	return s, r.showGPUs(ctx, labCleanGPUs)
 }
 
 // experiment1Gang is the gang run; it waits until the incomplete team's PodGroup says why, which
@@ -248,7 +248,7 @@ func (r *runner) experiment4(ctx context.Context) (Verdict, error) {
 	if err := r.deleteNamespaces(ctx, nsGang); err != nil {
 		return Verdict{}, err
 	}
-	if err := r.showGPUs(labCleanGPUs); err != nil {
+	if err := r.showGPUs(ctx, labCleanGPUs); err != nil {
 		return Verdict{}, err
 	}
 	ns, err := r.apply(ctx, Elastic, false)

@@ -76,7 +76,9 @@ func TestProofGangSchedulingOff(t *testing.T) {
 func TestProofGangSchedulingOffKind(t *testing.T) {
 	skipUnlessProof(t)
 	skipWithoutEngine(t)
-	proveGangSchedulingOff(t, "-provider", "kind")
+	// Half the timeouts: the wrong scheduler makes most steps wait out their deadlines (13 min at
+	// full scale here), and a failure that must show shows as well at half.
+	proveGangSchedulingOff(t, "-provider", "kind", "-timeout-scale", "0.5")
 }
 
 func proveGangSchedulingOff(t *testing.T, args ...string) {
