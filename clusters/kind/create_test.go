@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -435,6 +436,40 @@ func TestCreateKeepLeavesClusterOnClose(t *testing.T) {
 	}
 	if len(h.kind.deleted) != 1 {
 		t.Errorf("deleted %v", h.kind.deleted)
+	}
+}
+
+// TestCloseStopsTheRestartedKwok: a fault restarts the kwok controller and records the new process
+// in the state file (control.startKwok); Close must stop that one, not the one Create started.
+func TestCloseStopsTheRestartedKwok(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1, KwokNodes: 1})
+	cl, err := h.p.Create(context.Background(), clusters.Spec{Name: testCluster, Nodes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := exec.Command("sleep", "60")
+	if err := restarted.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = restarted.Wait(); close(done) }()
+	t.Cleanup(func() { _ = restarted.Process.Kill(); <-done })
+	st, err := readState(h.root, testCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := refOf(restarted.Process.Pid)
+	st.Kwok = &ref
+	if err := writeState(h.root, st); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the restarted kwok controller outlived Close")
 	}
 }
 

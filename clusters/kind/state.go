@@ -344,6 +344,11 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 // destroy removes everything a state records: kwok, the kind cluster, the state.
 func (p *Provider) destroy(ctx context.Context, st *state) error {
 	var errs []error
+	// A fault may have restarted the kwok controller since st was read (control.startKwok records
+	// the new process in the state file): the file's record is the one to stop.
+	if cur, err := readState(p.opts.StateDir, st.Name); err == nil && cur.Kwok != nil {
+		st.Kwok = cur.Kwok
+	}
 	if st.Kwok != nil {
 		if err := st.Kwok.stop(ctx, kwokGrace); err != nil {
 			errs = append(errs, fmt.Errorf("kwok controller: %w", err))
