@@ -62,14 +62,7 @@ func (r *runner) experiment1Control(ctx context.Context) (snapshot, error) {
 	if err != nil {
 		return s, err
 	}
-	err = r.poll(ctx, "both basic PodGroups to have their "+conditionType+" condition", func(ctx context.Context) (bool, string, error) {
-		var err error
-		if s, err = r.observe(ctx, nsBasic); err != nil {
-			return false, "", err
-		}
-		return condition(s.group("team-a")) != nil && condition(s.group("team-b")) != nil, goValue(s.Groups), nil
-	})
-	if err != nil {
+	if s, err = r.waitTeamConditions(ctx, nsBasic); err != nil {
 		return s, err
 	}
 	r.say("$ kubectl delete ns %s --wait=true", nsBasic)
@@ -90,14 +83,22 @@ func (r *runner) experiment1Gang(ctx context.Context) (snapshot, error) {
 	}
 	// Both conditions are awaited (bounded): a scheduler that never writes them gets its verdict
 	// in experiment 2 from the last state seen, not an error here.
-	_ = r.poll(ctx, "both gang PodGroups to have their "+conditionType+" condition", func(ctx context.Context) (bool, string, error) {
+	s, _ = r.waitTeamConditions(ctx, nsGang)
+	return s, nil
+}
+
+// waitTeamConditions waits until both teams' PodGroups in ns have their condition and returns the
+// last state seen.
+func (r *runner) waitTeamConditions(ctx context.Context, ns string) (snapshot, error) {
+	var s snapshot
+	err := r.poll(ctx, "both PodGroups of "+ns+" to have their "+conditionType+" condition", func(ctx context.Context) (bool, string, error) {
 		var err error
-		if s, err = r.observe(ctx, nsGang); err != nil {
+		if s, err = r.observe(ctx, ns); err != nil {
 			return false, "", err
 		}
 		return condition(s.group("team-a")) != nil && condition(s.group("team-b")) != nil, goValue(s.Groups), nil
 	})
-	return s, nil
+	return s, err
 }
 
 // winner is the team of a gang run with more pods bound, and the other.

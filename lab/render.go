@@ -13,9 +13,13 @@ import (
 
 // table renders rows as kubectl's custom-columns output does: columns separated by at least three
 // spaces, left-aligned.
-func table(rows [][]string) []string {
+func table(rows [][]string) []string { return columns(rows, 3) }
+
+// columns renders rows left-aligned with at least pad spaces between columns, without trailing
+// blanks.
+func columns(rows [][]string, pad int) []string {
 	var b strings.Builder
-	tw := tabwriter.NewWriter(&b, 0, 8, 3, ' ', 0)
+	tw := tabwriter.NewWriter(&b, 0, 8, pad, ' ', 0)
 	for _, r := range rows {
 		fmt.Fprintln(tw, strings.Join(r, "\t"))
 	}
@@ -91,17 +95,7 @@ func gangGroupsLines(groups []schedv1beta1.PodGroup) []string {
 		}
 		rows = append(rows, row)
 	}
-	var b strings.Builder
-	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
-	}
-	_ = tw.Flush()
-	out := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
-	for i := range out {
-		out[i] = strings.TrimRight(out[i], " ")
-	}
-	return out
+	return columns(rows, 2)
 }
 
 // elasticGroupsTable is `get podgroups -o custom-columns=NAME,MIN:…gang.minCount,STATUS:.status.conditions[0].reason`.
