@@ -148,6 +148,15 @@ func (c *Collector) Cases() []results.Case {
 		out = append(out, results.Case{ID: a.ID, Suite: a.Suite, Name: a.Statement, Ref: a.Ref, Verdict: results.Skip,
 			Message: "not run: an earlier step of feature \"" + a.Feature + "\" failed"})
 	}
+	// Anything else of the catalogue that never reported is listed too: every run shows every
+	// assertion, and a missing one says so instead of vanishing.
+	for _, a := range c.catalogueOrder {
+		if _, seen := c.cases[a.ID]; seen || c.failedFeatureNames[a.Feature] {
+			continue
+		}
+		out = append(out, results.Case{ID: a.ID, Suite: a.Suite, Name: a.Statement, Ref: a.Ref, Verdict: results.Skip,
+			Message: "not run: the suite binary reported no result for it (feature \"" + a.Feature + "\")"})
+	}
 	out = append(out, c.featureFailures...)
 	return out
 }

@@ -2,6 +2,7 @@ package suites
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -37,22 +38,27 @@ type Step struct {
 // Build turns the feature into an e2e-framework feature bound to env.
 func (f Feature) Build(env *Env) types.Feature {
 	var lane *Lane
+	// A feature the cluster cannot host is not dropped: every one of its assertions is reported as
+	// skipped with the reason, so each run lists every assertion (a skip in the setup alone would
+	// skip the feature before any of its steps ran, and they would appear nowhere).
+	var skip string
 	b := features.New(f.Name).WithLabel("suite", f.Suite)
 	if f.Serial {
 		b = b.WithLabel("serial", "true")
 	}
 	b = b.WithSetup("lane", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 		t.Helper()
-		if f.NeedsControl && (env.Cluster == nil || env.Cluster.Control == nil) {
-			t.Skipf("needs to restart components, which the %s provider cannot", providerName(env))
+		switch {
+		case f.NeedsControl && (env.Cluster == nil || env.Cluster.Control == nil):
+			skip = fmt.Sprintf("needs to restart components, which the %s provider cannot", providerName(env))
+		case f.NeedsGPUs && (env.Cluster == nil || env.Cluster.GPUs == nil):
+			skip = fmt.Sprintf("needs to mark GPUs unhealthy, which the %s provider cannot", providerName(env))
+		case f.NeedsKubelets:
+			skip = env.noKubelets(ctx, f.Lane.Nodes)
 		}
-		if f.NeedsGPUs && (env.Cluster == nil || env.Cluster.GPUs == nil) {
-			t.Skipf("needs to mark GPUs unhealthy, which the %s provider cannot", providerName(env))
-		}
-		if f.NeedsKubelets {
-			if reason := env.noKubelets(ctx, f.Lane.Nodes); reason != "" {
-				t.Skip(reason)
-			}
+		if skip != "" {
+			t.Logf("feature %q not run: %s", f.Name, skip)
+			return ctx
 		}
 		var err error
 		lane, err = env.NewLane(ctx, f.Suite, f.Lane)
@@ -68,6 +74,9 @@ func (f Feature) Build(env *Env) types.Feature {
 	for _, s := range f.Steps {
 		b = b.AssessWithDescription(s.A.Name(), s.A.Ref, func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			t.Helper()
+			if skip != "" {
+				t.Skip(skip)
+			}
 			if lane == nil {
 				t.Skip("lane was not set up")
 			}

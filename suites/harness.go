@@ -112,7 +112,7 @@ func Start(ctx context.Context, opts Options) (*Harness, error) {
 	}
 	mctx, mcancel := context.WithCancel(context.WithoutCancel(ctx))
 	h.cancel = mcancel
-	h.mon = monitor.New(e.Client, monitor.Options{Gang: e.Gang})
+	h.mon = monitor.New(e.Client, monitor.Options{Gang: e.Gang, Members: true})
 	sctx, scancel := context.WithTimeout(mctx, 30*time.Second)
 	defer scancel()
 	if err := h.mon.Start(sctx); err != nil {
@@ -198,7 +198,7 @@ func (h *Harness) Finish() (unexpected, known []string, err error) {
 		return nil, nil, nil
 	}
 	h.mon.Stop()
-	out, known := Classify(h.mon.Violations(), h.cluster.Versions[clusters.Scheduler])
+	out, known := Classify(h.mon.Violations(), h.cluster.Versions[clusters.Scheduler], h.mon.Members())
 	if h.opts.RunDir != "" {
 		rep := MonitorReport{PodGroups: h.mon.Stats().PodGroups, Transitions: h.mon.Transitions(), Violations: out, Known: known}
 		b, err := json.MarshalIndent(rep, "", "  ")

@@ -9,34 +9,61 @@ import (
 	"github.com/gangbench/gangbench/observe/monitor"
 )
 
+var knownT0 = time.Date(2026, 11, 29, 16, 17, 10, 0, time.UTC)
+
 func regression(gap time.Duration, reason, msg string) monitor.Violation {
-	t0 := time.Date(2026, 11, 29, 16, 17, 10, 0, time.UTC)
 	return monitor.Violation{
-		Namespace: "ns", Name: "pg", Kind: monitor.KindRegression,
-		Before: monitor.Transition{Time: t0, To: &metav1.Condition{Type: ConditionType, Status: metav1.ConditionTrue, Reason: "Scheduled"}},
-		After:  monitor.Transition{Time: t0.Add(gap), To: &metav1.Condition{Type: ConditionType, Status: metav1.ConditionFalse, Reason: reason, Message: msg}},
+		Namespace: "ns", Name: "pg", UID: "uid-pg", Kind: monitor.KindRegression,
+		Before: monitor.Transition{Time: knownT0, To: &metav1.Condition{Type: ConditionType, Status: metav1.ConditionTrue, Reason: "Scheduled"},
+			From: &metav1.Condition{Type: ConditionType, Status: metav1.ConditionFalse, Reason: "Unschedulable"}},
+		After: monitor.Transition{Time: knownT0.Add(gap), To: &metav1.Condition{Type: ConditionType, Status: metav1.ConditionFalse, Reason: reason, Message: msg}},
 	}
 }
 
+// members returns group pg's members seen at the given offsets from the True write.
+func members(offsets ...time.Duration) []monitor.Member {
+	var out []monitor.Member
+	for i, o := range offsets {
+		out = append(out, monitor.Member{Namespace: "ns", Group: "pg", Name: "m" + string(rune('0'+i)), Seen: knownT0.Add(o)})
+	}
+	return out
+}
+
 func TestClassifyKnownIssue(t *testing.T) {
-	bug := regression(19*time.Millisecond, "Unschedulable", "pod group is unschedulable, pod group preemption: No preemption victims found for incoming preemptor")
+	const msg = "pod group is unschedulable, pod group preemption: No preemption victims found for incoming preemptor"
+	bug := regression(19*time.Millisecond, "Unschedulable", msg)
+	// All five members existed before the successful cycle: the race's retry of the one that did not fit.
+	before := members(-3*time.Second, -3*time.Second, -2*time.Second, -2*time.Second, -time.Second)
+	wasTrue := regression(19*time.Millisecond, "Unschedulable", msg)
+	wasTrue.Before.From = &metav1.Condition{Type: ConditionType, Status: metav1.ConditionTrue, Reason: "Scheduled"}
 	tests := []struct {
 		name    string
-		v       monitor.Violation
+		vs      []monitor.Violation
+		members []monitor.Member
 		version string
 		known   bool
 	}{
-		{"the v1.37.2 race", bug, "v1.37.2", true},
-		{"same pattern on a version without the known bug fails", bug, "v1.38.0", false},
-		{"a fork built as v0.0.0-master fails", bug, "v0.0.0-master", false},
-		{"a late regression is not the race", regression(5*time.Second, "Unschedulable", "pod group is unschedulable"), "v1.37.2", false},
-		{"a SchedulerError regression is not the race", regression(10*time.Millisecond, "SchedulerError", "pod group is unschedulable"), "v1.37.2", false},
+		{"the v1.37.2 race", []monitor.Violation{bug}, before, "v1.37.2", true},
+		{"same pattern on a version without the known bug fails", []monitor.Violation{bug}, before, "v1.38.0", false},
+		{"v1.37.1 was never seen racing", []monitor.Violation{bug}, before, "v1.37.1", false},
+		{"a fork built as v0.0.0-master fails", []monitor.Violation{bug}, before, "v0.0.0-master", false},
+		{"a late regression is not the race", []monitor.Violation{regression(5 * time.Second, "Unschedulable", msg)}, before, "v1.37.2", false},
+		{"a SchedulerError regression is not the race", []monitor.Violation{regression(10*time.Millisecond, "SchedulerError", "pod group is unschedulable")}, before, "v1.37.2", false},
+		// What a scheduler without the keep-True rule does when members are added once the gang is True.
+		{"a flip on members added after the True write is not the race", []monitor.Violation{bug}, append(members(5 * time.Millisecond), before...), "v1.37.2", false},
+		{"a True that had been True before is not a fresh write", []monitor.Violation{wasTrue}, before, "v1.37.2", false},
+		{"a group that regresses twice is not the race", []monitor.Violation{bug, bug}, before, "v1.37.2", false},
+		{"another group's new member does not matter", []monitor.Violation{bug},
+			append(before, monitor.Member{Namespace: "ns", Group: "other", Name: "x", Seen: knownT0.Add(time.Millisecond)}), "v1.37.2", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			unexpected, known := Classify([]monitor.Violation{tt.v}, tt.version)
-			if (len(known) == 1) != tt.known || len(unexpected)+len(known) != 1 {
-				t.Errorf("unexpected=%v known=%v, want known=%v", unexpected, known, tt.known)
+			unexpected, known := Classify(tt.vs, tt.version, tt.members)
+			if tt.known && (len(known) != len(tt.vs) || len(unexpected) != 0) {
+				t.Errorf("unexpected=%v known=%v, want all known", unexpected, known)
+			}
+			if !tt.known && (len(known) != 0 || len(unexpected) != len(tt.vs)) {
+				t.Errorf("unexpected=%v known=%v, want none known", unexpected, known)
 			}
 		})
 	}

@@ -105,6 +105,41 @@ func staGroupReady(ctx context.Context, t *testing.T, l *Lane, group string, n i
 	return l.WaitCondition(ctx, t, l.env.d(30*time.Second), group, metav1.ConditionTrue, "Scheduled")
 }
 
+// genWrites are the scheduler's condition writes with the PodGroup generation they were read at.
+type genWrites []struct {
+	what          string
+	observed, gen int64
+}
+
+func (w *genWrites) add(what string, c *metav1.Condition, gen int64) {
+	if c != nil {
+		*w = append(*w, struct {
+			what          string
+			observed, gen int64
+		}{what, c.ObservedGeneration, gen})
+	}
+}
+
+// check fails on any write whose observedGeneration differs from the generation, and skips when
+// all matched at generation 0: the v1.37.2 apiserver never sets PodGroup generation, so a scheduler
+// that copies it cannot be told from one that never sets observedGeneration.
+func (w genWrites) check(t *testing.T) {
+	t.Helper()
+	if len(w) == 0 {
+		t.Skip("needs the condition writes STA-03 and STA-05 observe")
+	}
+	testable := false
+	for _, x := range w {
+		if x.observed != x.gen {
+			t.Errorf("%s: observedGeneration %d, metadata.generation %d", x.what, x.observed, x.gen)
+		}
+		testable = testable || x.gen != 0
+	}
+	if !t.Failed() && !testable {
+		t.Skipf("not testable on this apiserver: PodGroup metadata.generation stayed 0 through create and a spec PATCH, so observedGeneration 0 (%d writes seen) cannot tell a scheduler that copies it from one that never sets it", len(w))
+	}
+}
+
 // staRequire skips a step whose set-up step failed, so one failure is reported once.
 func staRequire(t *testing.T, c *metav1.Condition, setup string) {
 	t.Helper()
@@ -123,17 +158,9 @@ func statusFeatures() []Feature {
 	stays := Feature{
 		Suite: suite, Name: "condition stays True while later members fail", Lane: lane,
 		Steps: []Step{
-			{A: Assertion{ID: "STA-01", Statement: "a gang that fits becomes True/Scheduled with observedGeneration equal to metadata.generation", Ref: ref("24", "§4")},
+			{A: Assertion{ID: "STA-01", Statement: "a gang that fits becomes True/Scheduled", Ref: ref("24", "§4")},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-					c := staGroupReady(ctx, t, l, "gang", 2, 4)
-					pg, err := l.PodGroup(ctx, "gang")
-					if err != nil {
-						t.Fatal(err)
-					}
-					if c.ObservedGeneration != pg.Generation {
-						t.Errorf("observedGeneration %d, metadata.generation %d", c.ObservedGeneration, pg.Generation)
-					}
-					stayTrue = c
+					stayTrue = staGroupReady(ctx, t, l, "gang", 2, 4)
 				}},
 			{A: Assertion{ID: "STA-02", Statement: "members added after True that cannot fit get FailedScheduling in ≥2 cycles while the condition stays True with the same lastTransitionTime", Ref: ref("23", "§4")},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
@@ -157,10 +184,11 @@ func statusFeatures() []Feature {
 	// D.24: observedGeneration follows spec changes the scheduler acted on.
 	var gen1 int64
 	var unschedulable bool
+	var writes genWrites
 	generation := Feature{
 		Suite: suite, Name: "observedGeneration follows a minCount change", Lane: lane,
 		Steps: []Step{
-			{A: Assertion{ID: "STA-03", Statement: "a gang that cannot fit is False/Unschedulable with observedGeneration equal to metadata.generation", Ref: ref("24", "§4")},
+			{A: Assertion{ID: "STA-03", Statement: "a gang that cannot fit is False/Unschedulable", Ref: ref("24", "§4")},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
 					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "gang", MinCount: 3})
 					l.CreatePods(ctx, t, Members("gang", 3, 4)...)
@@ -169,9 +197,7 @@ func statusFeatures() []Feature {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if c.ObservedGeneration != pg.Generation {
-						t.Errorf("observedGeneration %d, metadata.generation %d", c.ObservedGeneration, pg.Generation)
-					}
+					writes.add("False/Unschedulable", c, pg.Generation)
 					gen1, unschedulable = pg.Generation, true
 				}},
 			{A: Assertion{ID: "STA-04", Statement: "a minCount PATCH is accepted and metadata.generation does not go backwards (v1.37.2 leaves PodGroup generation at 0)", Ref: ref("24", "§2.4")},
@@ -196,24 +222,24 @@ func statusFeatures() []Feature {
 						t.Errorf("read-back policy %+v, want gang minCount 2", pg.Spec.SchedulingPolicy)
 					}
 				}},
-			{A: Assertion{ID: "STA-05", Statement: "the scheduler's next write after the minCount PATCH (True/Scheduled, 2 of 3 bound) carries the PodGroup's current metadata.generation", Ref: ref("24", "§4; §3.6")},
+			{A: Assertion{ID: "STA-05", Statement: "the scheduler's next write after the minCount PATCH is True/Scheduled with 2 of 3 bound", Ref: ref("24", "§4; §3.6")},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
 					if !unschedulable {
 						t.Skip("needs the unschedulable gang STA-03 establishes")
 					}
-					var want int64
 					// The lowered minCount requeues the group at once (§3.6); 2 of the 3 fit.
-					Eventually(ctx, t, l.env.d(45*time.Second), "PodGroup gang True/Scheduled with observedGeneration = metadata.generation", func(ctx context.Context) (bool, string, error) {
+					var c *metav1.Condition
+					var gen int64
+					Eventually(ctx, t, l.env.d(45*time.Second), "PodGroup gang True/Scheduled", func(ctx context.Context) (bool, string, error) {
 						pg, err := l.PodGroup(ctx, "gang")
 						if err != nil {
 							return false, "", err
 						}
-						c := GroupCondition(pg)
-						want = pg.Generation
-						ok := c != nil && c.Status == metav1.ConditionTrue && c.Reason == "Scheduled" && c.ObservedGeneration == pg.Generation
+						c, gen = GroupCondition(pg), pg.Generation
+						ok := c != nil && c.Status == metav1.ConditionTrue && c.Reason == "Scheduled"
 						return ok, fmt.Sprintf("generation %d, %s", pg.Generation, describeCondition(c)), nil
 					})
-					t.Logf("condition written at generation %d", want)
+					writes.add("True/Scheduled after the PATCH", c, gen)
 					o, err := l.Observe(ctx)
 					if err != nil {
 						t.Fatal(err)
@@ -221,6 +247,10 @@ func statusFeatures() []Feature {
 					if o.Bound("gang") != 2 {
 						t.Errorf("want 2 of 3 bound after minCount 2; got %s", o)
 					}
+				}},
+			{A: Assertion{ID: "STA-15", Statement: "each condition the scheduler wrote (STA-03, STA-05) carries the PodGroup's metadata.generation as observedGeneration; not testable while the apiserver leaves generation at 0", Ref: ref("24", "§4")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					writes.check(t)
 				}},
 		},
 	}

@@ -74,12 +74,29 @@ func Consistently(ctx context.Context, t testing.TB, window time.Duration, what 
 	end := start.Add(window)
 	tick := time.NewTicker(pollInterval * 2)
 	defer tick.Stop()
+	// A window in which the state could not be read is no evidence that it held: it passes only if
+	// reads succeeded throughout, with no gap longer than a quarter of the window.
+	maxGap := window / 4
+	lastRead := start
+	var lastErr error
 	for {
 		ok, state, err := cond(ctx)
+		now := time.Now()
 		if err == nil && !ok {
 			t.Fatalf("expected %s throughout %s, but after %s: %s", what, window, time.Since(start).Round(time.Millisecond), state)
 		}
-		if time.Now().After(end) {
+		if err == nil {
+			lastRead = now
+		} else {
+			lastErr = err
+			if now.Sub(lastRead) > maxGap {
+				t.Fatalf("could not check %s for %s of its %s window: %v", what, now.Sub(lastRead).Round(time.Millisecond), window, err)
+			}
+		}
+		if now.After(end) {
+			if lastRead.Before(end.Add(-maxGap)) {
+				t.Fatalf("could not check %s in the last %s of its %s window: %v", what, now.Sub(lastRead).Round(time.Millisecond), window, lastErr)
+			}
 			return
 		}
 		select {

@@ -33,7 +33,7 @@ const tmpPrefix = ".tmp-"
 // dir is looked at) and are removed once we hold the lock, since the lock
 // proves nobody is still writing them.
 func ensureTarget(ctx context.Context, cacheDir string, t Target, b Builder, rep *reporter) (string, error) {
-	bins := Binaries(t.Name)
+	bins := t.binaries()
 	if bins == nil {
 		return "", fmt.Errorf("unknown build target %q", t.Name)
 	}
@@ -41,15 +41,16 @@ func ensureTarget(ctx context.Context, cacheDir string, t Target, b Builder, rep
 		return "", err
 	}
 	parent := filepath.Join(cacheDir, t.Name)
-	final := filepath.Join(parent, t.Version)
+	key := t.cacheKey()
+	final := filepath.Join(parent, key)
 	if complete(final, bins) {
 		return final, nil
 	}
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return "", fmt.Errorf("cache dir: %w", err)
 	}
-	lockPath := filepath.Join(parent, t.Version+".lock")
-	waitKey := t.Name + " " + t.Version + " lock"
+	lockPath := filepath.Join(parent, key+".lock")
+	waitKey := t.Name + " " + key + " lock"
 	waited := false
 	unlock, err := lockFile(ctx, lockPath, func() {
 		// Another process (or goroutine) is building this version: say so,
@@ -73,9 +74,9 @@ func ensureTarget(ctx context.Context, cacheDir string, t Target, b Builder, rep
 	if err := os.RemoveAll(final); err != nil {
 		return "", fmt.Errorf("removing incomplete cache dir: %w", err)
 	}
-	removeStaleTemps(parent, t.Version)
+	removeStaleTemps(parent, key)
 
-	tmp, err := os.MkdirTemp(parent, tmpPrefix+t.Version+"-")
+	tmp, err := os.MkdirTemp(parent, tmpPrefix+key+"-")
 	if err != nil {
 		return "", fmt.Errorf("cache dir: %w", err)
 	}

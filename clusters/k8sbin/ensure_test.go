@@ -518,7 +518,7 @@ func TestEnsurePlainProgress(t *testing.T) {
 func TestReporterTTY(t *testing.T) {
 	var out bytes.Buffer
 	r := newReporter(&out, true)
-	err := r.build(Target{TargetKubernetes, "v1.37.2"}, func(progress func(string, bool)) error {
+	err := r.build(Target{Name: TargetKubernetes, Version: "v1.37.2"}, func(progress func(string, bool)) error {
 		progress("kube-scheduler", false)
 		progress("kube-scheduler", true)
 		progress("kube-apiserver", false)
@@ -540,7 +540,7 @@ func TestReporterNilWriter(t *testing.T) {
 	r := newReporter(nil, false)
 	r.start("a", "a")
 	r.finish("a", true)
-	if err := r.build(Target{TargetKwok, "v0.8.0"}, func(p func(string, bool)) error { p("kwok", false); return nil }); err != nil {
+	if err := r.build(Target{Name: TargetKwok, Version: "v0.8.0"}, func(p func(string, bool)) error { p("kwok", false); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	r.close()

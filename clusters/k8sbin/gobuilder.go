@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -222,6 +223,7 @@ func (g *GoBuilder) EtcdVersionFor(ctx context.Context, kubeVersion string) (str
 }
 
 const (
+	kubernetesModule = "k8s.io/kubernetes"
 	etcdServerModule = "go.etcd.io/etcd/server/v3"
 	kwokModule       = "sigs.k8s.io/kwok"
 )
@@ -250,7 +252,7 @@ func (g *GoBuilder) Build(ctx context.Context, t Target, outDir string, progress
 		return g.buildEtcd(ctx, t.Version, work, outDir, progress)
 	case TargetKwok:
 		return g.buildKwok(ctx, t.Version, work, outDir, progress)
-	case TargetKubernetesNode:
+	case TargetKubernetesNode, TargetKubernetesPatched:
 		return g.buildKubernetesBinaries(ctx, t, work, outDir, progress)
 	case TargetPause:
 		return g.buildPause(ctx, t.Version, work, outDir, progress)
@@ -278,12 +280,12 @@ func kubeLDFlags(version string) string {
 }
 
 func (g *GoBuilder) buildKubernetes(ctx context.Context, version, work, outDir string, progress func(string, bool)) error {
-	return g.buildKubernetesBinaries(ctx, Target{TargetKubernetes, version}, work, outDir, progress)
+	return g.buildKubernetesBinaries(ctx, Target{Name: TargetKubernetes, Version: version}, work, outDir, progress)
 }
 
 // buildKubernetesBinaries builds the binaries of a target made from k8s.io/kubernetes' cmd/ (the
 // control plane, or the node side of a kind node image) in a wrapper module.
-func (g *GoBuilder) buildKubernetesBinaries(ctx context.Context, t Target, work, outDir string, progress func(string, bool)) error {
+func (g *GoBuilder) buildKubernetesBinaries(ctx context.Context, t Target, work, outDir string, progress func(string, bool)) (err error) {
 	version := t.Version
 	const sources = "kubernetes sources"
 	progress(sources, false)
@@ -291,11 +293,24 @@ func (g *GoBuilder) buildKubernetesBinaries(ctx context.Context, t Target, work,
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(work, "go.mod"), []byte(wrapperGoMod(version, mf)), 0o644); err != nil {
+	gomod := wrapperGoMod(version, mf)
+	if t.Patch != nil {
+		if t.SourceDir == "" {
+			return fmt.Errorf("patch %s: no source dir to patch in", t.Patch.Name)
+		}
+		restore, perr := g.patchSource(ctx, work, t)
+		if perr != nil {
+			return perr
+		}
+		// The named result: a build whose source could not be put back must not look fine.
+		defer func() { err = errors.Join(err, restore()) }()
+		gomod += fmt.Sprintf("\nreplace %s => %s\n", kubernetesModule, t.SourceDir)
+	}
+	if err := os.WriteFile(filepath.Join(work, "go.mod"), []byte(gomod), 0o644); err != nil {
 		return err
 	}
 	getArgs := []string{"get"}
-	for _, b := range Binaries(t.Name) {
+	for _, b := range t.binaries() {
 		getArgs = append(getArgs, "k8s.io/kubernetes/cmd/"+b+"@"+version)
 	}
 	if err := g.run(ctx, work, nil, getArgs...); err != nil {
@@ -304,16 +319,39 @@ func (g *GoBuilder) buildKubernetesBinaries(ctx context.Context, t Target, work,
 	progress(sources, true)
 
 	ld := kubeLDFlags(version)
+	build := []string{"build", "-trimpath", "-ldflags", ld}
 	// One go build per binary so progress is per component; the shared
 	// packages are compiled once and then come from the build cache.
-	for _, b := range Binaries(t.Name) {
+	for _, b := range t.binaries() {
 		progress(b, false)
-		if err := g.run(ctx, work, nil, "build", "-trimpath", "-ldflags", ld, "-o", outDir+string(filepath.Separator), "k8s.io/kubernetes/cmd/"+b); err != nil {
+		if err := g.run(ctx, work, nil, append(build, "-o", outDir+string(filepath.Separator), "k8s.io/kubernetes/cmd/"+b)...); err != nil {
 			return err
 		}
 		progress(b, true)
 	}
 	return nil
+}
+
+// patchSource locks t.SourceDir and patches it (Patch.patchedSource); the returned func restores the
+// pristine files and unlocks.
+func (g *GoBuilder) patchSource(ctx context.Context, work string, t Target) (func() error, error) {
+	mod, err := g.downloadModule(ctx, work, kubernetesModule, t.Version)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(t.SourceDir), 0o755); err != nil {
+		return nil, err
+	}
+	unlock, err := lockFile(ctx, t.SourceDir+".lock", nil)
+	if err != nil {
+		return nil, err
+	}
+	restore, err := t.Patch.patchedSource(mod.Dir, t.SourceDir)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	return func() error { defer unlock(); return restore() }, nil
 }
 
 // etcdMain is the whole etcd command: `go install

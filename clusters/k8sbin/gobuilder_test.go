@@ -165,7 +165,7 @@ func TestGoBuilderKubernetesRecipe(t *testing.T) {
 	g, dir := newFakeGo(t)
 	out := t.TempDir()
 	var events []string
-	err := g.Build(context.Background(), Target{TargetKubernetes, "v1.37.2"}, out, func(c string, done bool) {
+	err := g.Build(context.Background(), Target{Name: TargetKubernetes, Version: "v1.37.2"}, out, func(c string, done bool) {
 		if done {
 			events = append(events, "done "+c)
 		} else {
@@ -221,10 +221,10 @@ func TestGoBuilderKubernetesRecipe(t *testing.T) {
 func TestGoBuilderEtcdAndKwokRecipes(t *testing.T) {
 	g, dir := newFakeGo(t)
 	out := t.TempDir()
-	if err := g.Build(context.Background(), Target{TargetEtcd, "v3.7.0"}, out, nil); err != nil {
+	if err := g.Build(context.Background(), Target{Name: TargetEtcd, Version: "v3.7.0"}, out, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Build(context.Background(), Target{TargetKwok, "v0.8.0"}, out, nil); err != nil {
+	if err := g.Build(context.Background(), Target{Name: TargetKwok, Version: "v0.8.0"}, out, nil); err != nil {
 		t.Fatal(err)
 	}
 	calls := readCalls(t, dir)
@@ -267,7 +267,7 @@ func TestGoBuilderErrorCarriesArgvAndTail(t *testing.T) {
 	g, _ := newFakeGo(t)
 	t.Setenv("FAKEGO_FAIL", "cmd/kube-apiserver]")
 	var finished []string
-	err := g.Build(context.Background(), Target{TargetKubernetes, "v1.37.2"}, t.TempDir(), func(c string, done bool) {
+	err := g.Build(context.Background(), Target{Name: TargetKubernetes, Version: "v1.37.2"}, t.TempDir(), func(c string, done bool) {
 		if done {
 			finished = append(finished, c)
 		}
@@ -299,7 +299,7 @@ func TestGoBuilderErrorCarriesArgvAndTail(t *testing.T) {
 
 func TestGoBuilderUnknownVersion(t *testing.T) {
 	g, _ := newFakeGo(t)
-	err := g.Build(context.Background(), Target{TargetKubernetes, "v1.99.0"}, t.TempDir(), nil)
+	err := g.Build(context.Background(), Target{Name: TargetKubernetes, Version: "v1.99.0"}, t.TempDir(), nil)
 	want := "kubernetes version v1.99.0 is not available from the Go module proxy: k8s.io/kubernetes@v1.99.0: reading"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("err = %v\nwant prefix %s", err, want)
@@ -307,7 +307,7 @@ func TestGoBuilderUnknownVersion(t *testing.T) {
 	if _, err := g.EtcdVersionFor(context.Background(), "v1.99.0"); err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("EtcdVersionFor err = %v", err)
 	}
-	err = g.Build(context.Background(), Target{TargetEtcd, "v3.99.0"}, t.TempDir(), nil)
+	err = g.Build(context.Background(), Target{Name: TargetEtcd, Version: "v3.99.0"}, t.TempDir(), nil)
 	if err == nil || !strings.HasPrefix(err.Error(), "etcd version v3.99.0 is not available from the Go module proxy") {
 		t.Errorf("etcd err = %v", err)
 	}
@@ -335,7 +335,7 @@ func TestGoBuilderCancelKillsProcessGroup(t *testing.T) {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
-		errc <- g.Build(ctx, Target{TargetKubernetes, "v1.37.2"}, t.TempDir(), nil)
+		errc <- g.Build(ctx, Target{Name: TargetKubernetes, Version: "v1.37.2"}, t.TempDir(), nil)
 	}()
 	select {
 	case <-hanging.hit: // the fake go has forked its long-running child

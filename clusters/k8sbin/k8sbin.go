@@ -73,6 +73,30 @@ type Set struct {
 type Target struct {
 	Name    string
 	Version string
+	// Patch is set for TargetKubernetesPatched only: the change built into Patch.Binary, from a
+	// copy of the source kept in SourceDir (one per version, locked while a build uses it).
+	Patch     *Patch
+	SourceDir string
+}
+
+// binaries lists what t produces: Binaries(t.Name), or the one patched binary.
+func (t Target) binaries() []string {
+	if t.Name == TargetKubernetesPatched {
+		if t.Patch == nil {
+			return nil
+		}
+		return []string{t.Patch.Binary}
+	}
+	return Binaries(t.Name)
+}
+
+// cacheKey is t's directory under <cache>/<name>: the version, and for a patched build the patch's
+// digest as well.
+func (t Target) cacheKey() string {
+	if t.Patch != nil {
+		return t.Version + "-" + t.Patch.Digest()
+	}
+	return t.Version
 }
 
 // Builder compiles a Target into outDir. It must leave every binary named by
@@ -271,7 +295,7 @@ func Ensure(ctx context.Context, kubeVersion string, opts Options) (set *Set, er
 	defer rep.close()
 
 	if set.Scheduler == "" {
-		dir, err := ensureTarget(ctx, cacheDir, Target{TargetKubernetes, kubeVersion}, builder, rep)
+		dir, err := ensureTarget(ctx, cacheDir, Target{Name: TargetKubernetes, Version: kubeVersion}, builder, rep)
 		if err != nil {
 			return nil, err
 		}
@@ -309,7 +333,7 @@ func Ensure(ctx context.Context, kubeVersion string, opts Options) (set *Set, er
 			}
 			writeEtcdPin(cacheDir, kubeVersion, v)
 		}
-		dir, err := ensureTarget(ctx, cacheDir, Target{TargetEtcd, v}, builder, rep)
+		dir, err := ensureTarget(ctx, cacheDir, Target{Name: TargetEtcd, Version: v}, builder, rep)
 		if err != nil {
 			return nil, err
 		}
@@ -323,7 +347,7 @@ func Ensure(ctx context.Context, kubeVersion string, opts Options) (set *Set, er
 		}
 		set.Kwok, set.KwokVersion = kwokFromDir, v
 	} else {
-		dir, err := ensureTarget(ctx, cacheDir, Target{TargetKwok, kwokVersion}, builder, rep)
+		dir, err := ensureTarget(ctx, cacheDir, Target{Name: TargetKwok, Version: kwokVersion}, builder, rep)
 		if err != nil {
 			return nil, err
 		}

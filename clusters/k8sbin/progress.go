@@ -160,7 +160,11 @@ func (r *reporter) finishLocked(key string, ok bool) {
 // labelled with the target version, and marks whatever the builder started
 // but did not finish as failed (on error) or done (on success).
 func (r *reporter) build(t Target, fn func(progress func(component string, done bool)) error) error {
-	prefix := t.Name + " " + t.Version + "/"
+	prefix := t.Name + " " + t.cacheKey() + "/"
+	label := t.Version
+	if t.Patch != nil {
+		label += " patched (" + t.Patch.Name + ")"
+	}
 	var mu sync.Mutex
 	started := []string{}
 	progress := func(component string, done bool) {
@@ -172,7 +176,7 @@ func (r *reporter) build(t Target, fn func(progress func(component string, done 
 		mu.Lock()
 		started = append(started, key)
 		mu.Unlock()
-		r.start(key, component+" "+t.Version)
+		r.start(key, component+" "+label)
 	}
 	err := fn(progress)
 	mu.Lock()

@@ -49,7 +49,7 @@ exec "`+goBin+`" "$@"
 		t.Fatal(err)
 	}
 	t.Logf("kubernetes %s pins etcd %s", DefaultKubernetesVersion, etcd)
-	for _, tg := range []Target{{TargetKwok, DefaultKwokVersion}, {TargetEtcd, etcd}, {TargetKubernetes, DefaultKubernetesVersion}} {
+	for _, tg := range []Target{{Name: TargetKwok, Version: DefaultKwokVersion}, {Name: TargetEtcd, Version: etcd}, {Name: TargetKubernetes, Version: DefaultKubernetesVersion}} {
 		if err := g.Build(ctx, tg, t.TempDir(), func(c string, done bool) { t.Logf("%s done=%v", c, done) }); err != nil {
 			t.Fatalf("%v: %v", tg, err)
 		}
@@ -92,7 +92,7 @@ func TestRealBuild(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dir, err := ensureTarget(ctx, cache, Target{what, version}, g, newReporter(os.Stderr, false))
+	dir, err := ensureTarget(ctx, cache, Target{Name: what, Version: version}, g, newReporter(os.Stderr, false))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,10 +11,12 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -45,6 +47,9 @@ type Options struct {
 	// Gang reaches PodGroups in the version the cluster serves; nil means v1beta1 through cs. Its
 	// conversion maps the served condition type (v1.36's PodGroupScheduled) to v1beta1's.
 	Gang *gangapi.Client
+	// Members also watches pods, to record when each PodGroup member first appeared (Members). A
+	// conformance run wants that evidence; a benchmark leaves it off, as it adds a watch of every pod.
+	Members bool
 }
 
 // Stats summarises what a Monitor saw, so a report can show that the monitor was actually watching
@@ -70,11 +75,15 @@ type Monitor struct {
 	gang  *gangapi.Client
 	ctype string
 	clock func() time.Time
+	// watchMembers: see Options.Members.
+	watchMembers bool
 
 	mu          sync.Mutex
 	transitions []Transition
 	state       map[types.UID]*uidState
 	watchErrors int
+	members     []Member
+	memberSeen  map[types.UID]bool
 
 	lifecycle    sync.Mutex // serialises Start and Stop, which must not hold mu (handlers take it)
 	started      bool
@@ -92,6 +101,9 @@ func New(cs kubernetes.Interface, opts Options) *Monitor {
 		ctype: opts.ConditionType,
 		clock: opts.Clock,
 		state: map[types.UID]*uidState{},
+
+		memberSeen:   map[types.UID]bool{},
+		watchMembers: opts.Members,
 	}
 	if m.ctype == "" {
 		m.ctype = DefaultConditionType
@@ -156,15 +168,37 @@ func (m *Monitor) Start(ctx context.Context) error {
 		return fmt.Errorf("monitor: add handler: %w", err)
 	}
 
+	// Pods too, but only when they first appear: which members of a group existed when its
+	// condition changed is the evidence that tells a known scheduler race from a real regression.
+	var podsSynced cache.InformerSynced = func() bool { return true }
+	var podInf cache.SharedIndexInformer
+	if m.watchMembers && m.cs != nil {
+		podInf = cache.NewSharedIndexInformer(cache.NewListWatchFromClient(m.cs.CoreV1().RESTClient(), "pods", metav1.NamespaceAll, fields.Everything()), &corev1.Pod{}, 0, cache.Indexers{})
+		// Only the identity is kept: the cache would otherwise hold every pod of the run.
+		if err := podInf.SetTransform(stripPod); err != nil {
+			return fmt.Errorf("monitor: %w", err)
+		}
+		preg, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: m.observePod})
+		if err != nil {
+			return fmt.Errorf("monitor: add pod handler: %w", err)
+		}
+		podsSynced = preg.HasSynced
+	}
+
 	stopCh, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
+		var wg sync.WaitGroup
+		if podInf != nil {
+			wg.Go(func() { podInf.Run(stopCh) })
+		}
 		inf.Run(stopCh)
+		wg.Wait()
 	}()
 	m.started, m.stopCh, m.informerDone = true, stopCh, done
 	// The registration, not the informer: it syncs only once our handler has been called for the
 	// initial list, which is what "observed at return" promises.
-	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced, podsSynced) {
 		m.stopLocked()
 		return fmt.Errorf("monitor: PodGroup informer did not sync: %w", context.Cause(ctx))
 	}
@@ -187,6 +221,47 @@ func (m *Monitor) stopLocked() {
 		close(m.stopCh)
 		<-m.informerDone
 	})
+}
+
+// Member is a pod of a PodGroup, as the monitor first saw it.
+type Member struct {
+	Namespace, Group, Name string
+	UID                    types.UID
+	// Seen is when the watch delivered the pod: within milliseconds of its creation during a run
+	// (creationTimestamp has whole seconds only, too coarse for the windows it is compared with).
+	Seen time.Time
+}
+
+// stripPod keeps what observePod reads.
+func stripPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion}}
+	out.Spec.SchedulingGroup = p.Spec.SchedulingGroup
+	return out, nil
+}
+
+func (m *Monitor) observePod(obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok || p.Spec.SchedulingGroup == nil || p.Spec.SchedulingGroup.PodGroupName == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.memberSeen[p.UID] {
+		return
+	}
+	m.memberSeen[p.UID] = true
+	m.members = append(m.members, Member{Namespace: p.Namespace, Group: *p.Spec.SchedulingGroup.PodGroupName, Name: p.Name, UID: p.UID, Seen: m.clock()})
+}
+
+// Members returns every PodGroup member seen so far, in the order they appeared.
+func (m *Monitor) Members() []Member {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Member(nil), m.members...)
 }
 
 // observeObject turns an informer callback into an observation.

@@ -1,0 +1,108 @@
+package suites_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/suites"
+	"github.com/gangbench/gangbench/suites/mutants"
+)
+
+// suiteTests maps a suite to the top-level test that runs it in this binary.
+var suiteTests = map[string]string{
+	"experiments": "TestExperiments", "barriers": "TestBarriers", "mincount": "TestMinCount", "preemption": "TestPreemption",
+	"status": "TestStatus", "validation": "TestValidation", "observability": "TestObservability", "faults": "TestFaults",
+}
+
+// monitorFailure is what the suite binary prints when the run-wide status monitor found a
+// regression it did not excuse as a known issue; STA-MON is its assertion in run.json.
+const monitorFailure = "STATUS MONOTONICITY VIOLATION"
+
+// TestProofMutants builds each deliberately wrong scheduler (or apiserver) of suites/mutants from
+// the k8s.io/kubernetes source (cached by patch content) and runs only the suite it is wrong for
+// against it: that suite must fail, with at least the assertions the mutant names. The mutants
+// report the version they were built from (v1.37.2), so this also proves the suites do not trust a
+// version string. The pristine build passing the same suites is TestConformance's part.
+func TestProofMutants(t *testing.T) {
+	skipUnlessProof(t)
+	ms, err := mutants.All(suites.SuiteNames())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stock *k8sbin.Set
+	for _, m := range ms {
+		t.Run(m.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+			defer cancel()
+			start := time.Now()
+			bin, err := k8sbin.EnsurePatched(ctx, "", m.Patch, k8sbin.Options{Progress: testLog{t}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			built := time.Since(start)
+			var args []string
+			switch m.Patch.Binary {
+			case k8sbin.SchedulerBinaryName:
+				args = []string{"-scheduler-binary", bin}
+			default:
+				// Any other component: a bin dir of the stock binaries with the mutant in its place.
+				if stock == nil {
+					if stock, err = k8sbin.Ensure(ctx, "", k8sbin.Options{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				dir := t.TempDir()
+				for name, p := range map[string]string{k8sbin.APIServerBinary: stock.APIServer, k8sbin.ControllerManagerBinary: stock.ControllerManager, k8sbin.SchedulerBinaryName: stock.Scheduler} {
+					if name == m.Patch.Binary {
+						p = bin
+					}
+					if err := os.Symlink(p, filepath.Join(dir, name)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				args = []string{"-kube-bin-dir", dir}
+			}
+			test := suiteTests[m.Suite]
+			if test == "" {
+				t.Fatalf("%s: suite %s has no test in this binary", m.File, m.Suite)
+			}
+			re := "^" + test + "$"
+			if m.Feature != "" {
+				re += "/^" + regexp.QuoteMeta(strings.ReplaceAll(m.Feature, " ", "_")) + "$"
+			}
+			runStart := time.Now()
+			err, out, failed := runSuiteBinary(t, re, args...)
+			t.Logf("mutant %s (%s): built in %s, suite %s ran %s; failed assertions %v; monitor failure %v",
+				m.Name, m.Wrong, built.Round(time.Second), m.Suite, time.Since(runStart).Round(time.Second), failed[test], strings.Contains(out, monitorFailure))
+			if err == nil {
+				t.Fatalf("suite %s passed against mutant %s (%s):\n%s", m.Suite, m.Name, m.Wrong, tail(out, 60))
+			}
+			if !strings.Contains(out, "=== RUN   "+test) {
+				t.Fatalf("suite %s never ran against mutant %s (the cluster did not start?):\n%s", m.Suite, m.Name, tail(out, 60))
+			}
+			for _, id := range m.CaughtBy {
+				caught := containsID(failed, id)
+				if id == "STA-MON" {
+					caught = strings.Contains(out, monitorFailure)
+				}
+				if !caught {
+					t.Errorf("%s did not fail against mutant %s (%s); failed: %v\n%s", id, m.Name, m.Wrong, failed, tail(out, 40))
+				}
+			}
+		})
+	}
+}
+
+// testLog sends build progress to the test log.
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Logf("%s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
