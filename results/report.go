@@ -34,8 +34,14 @@ func formatCaseDetail(c Case, width int) string {
 	return strings.Repeat(" ", width+1) + msg
 }
 
-// WriteText writes a human report: a line per case (with the first message line of non-passing
-// cases), then per-suite counts and the total line "passed N, failed N, skipped N, errors N".
+// failureLines caps how much of a failure's message the text report shows; the rest is in
+// run.json and the artifacts.
+const failureLines = 12
+
+// WriteText writes a human report. A red run tells its story first: the per-suite counts, then each
+// failing case with its message (up to failureLines lines) and artifacts; then a line per case (with
+// the first message line of non-passing cases) and the total line "passed N, failed N, skipped N,
+// errors N" last, where a terminal's last screen shows it.
 func WriteText(w io.Writer, r *Run) error {
 	var b strings.Builder
 	sum := r.Summary()
@@ -53,16 +59,6 @@ func WriteText(w io.Writer, r *Run) error {
 	for _, c := range r.Cases {
 		width, vwidth = max(width, len(c.ID)), max(vwidth, len(c.Verdict))
 	}
-	b.WriteString("\n")
-	for _, c := range r.Cases {
-		b.WriteString(formatCaseLine(c, width, vwidth) + "\n")
-		if d := formatCaseDetail(c, width); d != "" {
-			b.WriteString(d + "\n")
-		}
-	}
-	if len(r.Cases) > 0 {
-		b.WriteString("\n")
-	}
 	nameW := len("total")
 	for _, n := range sum.Suites {
 		nameW = max(nameW, len(n))
@@ -75,13 +71,49 @@ func WriteText(w io.Writer, r *Run) error {
 		}
 		fmt.Fprintf(&b, " %8s\n", seconds(s.Duration))
 	}
-	fmt.Fprintf(&b, "%-*s %6s %6s %7s %6s", nameW, "suite", "passed", "failed", "skipped", "errors")
-	if slo {
-		fmt.Fprintf(&b, " %14s", "slo-violations")
+	if len(sum.Suites) > 0 {
+		b.WriteString("\n")
+		fmt.Fprintf(&b, "%-*s %6s %6s %7s %6s", nameW, "suite", "passed", "failed", "skipped", "errors")
+		if slo {
+			fmt.Fprintf(&b, " %14s", "slo-violations")
+		}
+		fmt.Fprintf(&b, " %8s\n", "time")
+		for _, n := range sum.Suites {
+			row(n, sum.BySuite[n])
+		}
 	}
-	fmt.Fprintf(&b, " %8s\n", "time")
-	for _, n := range sum.Suites {
-		row(n, sum.BySuite[n])
+	var failing []Case
+	for _, c := range r.Cases {
+		if c.Verdict.Failing() {
+			failing = append(failing, c)
+		}
+	}
+	if len(failing) > 0 {
+		fmt.Fprintf(&b, "\nfailures (%d):\n", len(failing))
+	}
+	for _, c := range failing {
+		b.WriteString("\n" + formatCaseLine(c, width, vwidth) + "\n")
+		lines := strings.Split(strings.TrimSpace(StripANSI(c.Message)), "\n")
+		if len(lines) > failureLines {
+			lines = append(lines[:failureLines], fmt.Sprintf("… %d more lines in run.json", len(lines)-failureLines))
+		}
+		for _, l := range lines {
+			if l = strings.TrimRight(l, " "); l != "" {
+				b.WriteString(strings.Repeat(" ", width+1) + l + "\n")
+			}
+		}
+		if len(c.Artifacts) > 0 {
+			b.WriteString(strings.Repeat(" ", width+1) + "artifacts: " + strings.Join(c.Artifacts, ", ") + "\n")
+		}
+	}
+	if len(r.Cases) > 0 {
+		b.WriteString("\nall assertions:\n")
+	}
+	for _, c := range r.Cases {
+		b.WriteString(formatCaseLine(c, width, vwidth) + "\n")
+		if d := formatCaseDetail(c, width); d != "" {
+			b.WriteString(d + "\n")
+		}
 	}
 	b.WriteString("\n" + totalLine(sum) + "\n")
 	if r.Interrupted {
@@ -94,7 +126,9 @@ func WriteText(w io.Writer, r *Run) error {
 	return err
 }
 
-// WriteMarkdown writes a GitHub-flavoured markdown summary, e.g. for $GITHUB_STEP_SUMMARY.
+// WriteMarkdown writes a GitHub-flavoured markdown summary, e.g. for $GITHUB_STEP_SUMMARY. A red
+// run tells its story first: totals, the suites, then each failure with its message and artifacts;
+// the environment, skips and measurements follow.
 func WriteMarkdown(w io.Writer, r *Run) error {
 	var b strings.Builder
 	sum := r.Summary()
@@ -103,35 +137,6 @@ func WriteMarkdown(w io.Writer, r *Run) error {
 		b.WriteString("> **INTERRUPTED: partial results.** The run was stopped by a signal; cases that did not run are missing.\n\n")
 	}
 	b.WriteString(totalLine(sum) + ".\n")
-	e := r.Environment
-	env := false
-	cell := func(k, v string) {
-		if v != "" && v != "0" {
-			if !env {
-				b.WriteString("\n## Environment\n\n| | |\n|---|---|\n")
-				env = true
-			}
-			fmt.Fprintf(&b, "| %s | %s |\n", k, mdInline(v))
-		}
-	}
-	cell("run", r.ID)
-	cell("timing", timing(r))
-	cell("provider", e.Provider)
-	cell("Kubernetes", e.KubernetesVersion)
-	cell("scheduler", e.SchedulerVersion)
-	cell("scheduler binary", e.SchedulerBinary)
-	cell("nodes", strconv.Itoa(e.Nodes))
-	cell("GPUs per node", strconv.Itoa(e.GPUsPerNode))
-	cell("host", hostSummary(e.Host))
-	var gates []string
-	for _, k := range sortedKeys(e.FeatureGates) {
-		gates = append(gates, k+"="+e.FeatureGates[k])
-	}
-	cell("feature gates", strings.Join(gates, ", "))
-	for _, k := range sortedKeys(e.Extra) {
-		cell(mdInline(k), e.Extra[k])
-	}
-
 	slo := sum.SLOViolations > 0
 	b.WriteString("\n## Suites\n\n| suite | passed | failed | skipped | errors |")
 	if slo {
@@ -182,7 +187,43 @@ func WriteMarkdown(w io.Writer, r *Run) error {
 			}
 			fmt.Fprintf(&b, "\n%stext\n%s\n%s\n", fence, msg, fence)
 		}
+		if len(c.Artifacts) > 0 {
+			arts := make([]string, len(c.Artifacts))
+			for i, a := range c.Artifacts {
+				arts[i] = "`" + strings.ReplaceAll(a, "`", "'") + "`"
+			}
+			b.WriteString("\nartifacts (in the run directory): " + strings.Join(arts, ", ") + "\n")
+		}
 	}
+	e := r.Environment
+	env := false
+	cell := func(k, v string) {
+		if v != "" && v != "0" {
+			if !env {
+				b.WriteString("\n## Environment\n\n| | |\n|---|---|\n")
+				env = true
+			}
+			fmt.Fprintf(&b, "| %s | %s |\n", k, mdInline(v))
+		}
+	}
+	cell("run", r.ID)
+	cell("timing", timing(r))
+	cell("provider", e.Provider)
+	cell("Kubernetes", e.KubernetesVersion)
+	cell("scheduler", e.SchedulerVersion)
+	cell("scheduler binary", e.SchedulerBinary)
+	cell("nodes", strconv.Itoa(e.Nodes))
+	cell("GPUs per node", strconv.Itoa(e.GPUsPerNode))
+	cell("host", hostSummary(e.Host))
+	var gates []string
+	for _, k := range sortedKeys(e.FeatureGates) {
+		gates = append(gates, k+"="+e.FeatureGates[k])
+	}
+	cell("feature gates", strings.Join(gates, ", "))
+	for _, k := range sortedKeys(e.Extra) {
+		cell(mdInline(k), e.Extra[k])
+	}
+
 	if len(skipped) > 0 {
 		b.WriteString("\n## Skipped\n\n")
 	}

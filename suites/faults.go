@@ -30,7 +30,8 @@ const fltRef = "issue 7 (faults under load); gang-semantics §3.4, §4"
 
 // fltPartialGrace is how long a gang may sit between 0 and minCount bound members, in the pod
 // watch's timeline, before it counts as partially placed. A scheduler binds a gang's members one
-// API call after another, milliseconds apart; seconds without progress is a stuck gang.
+// API call after another, milliseconds apart; seconds without progress is a stuck gang. Not scaled
+// by -timeout-scale (a threshold, not a wait).
 const fltPartialGrace = 5 * time.Second
 
 // fltWatch records what a fault feature needs across its steps: the lane's binds (a pod watch into
@@ -238,7 +239,7 @@ func (w *fltWatch) checkNoPartial(ctx context.Context, t *testing.T, l *Lane, n 
 		return true, "", nil
 	})
 	l.Canary(ctx, t)
-	for _, p := range timeline.PartialAfter(w.tl.Events(), l.env.d(fltPartialGrace), w.recovered) {
+	for _, p := range timeline.PartialAfter(w.tl.Events(), fltPartialGrace, w.recovered) {
 		t.Errorf("partial placement after recovery (pod watch timeline): %s", p)
 	}
 }

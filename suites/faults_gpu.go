@@ -120,7 +120,7 @@ func (w *fltWatch) checkNoPartialSince(ctx context.Context, t *testing.T, l *Lan
 		return true, "", nil
 	})
 	l.Canary(ctx, t)
-	for _, p := range timeline.PartialAfter(w.tl.Events(), l.env.d(fltPartialGrace), since) {
+	for _, p := range timeline.PartialAfter(w.tl.Events(), fltPartialGrace, since) {
 		t.Errorf("partial placement from the fault on (pod watch timeline): %s", p)
 	}
 }

@@ -36,7 +36,7 @@ const (
 func minCountFeatures() []Feature {
 	one := LaneSpec{Nodes: 1, GPUsPerNode: 8}
 	var rejected *metav1.Condition
-	return bmReadyLanes([]Feature{
+	return bmReadyLanes(append([]Feature{
 		{
 			// 10 GPUs and a 2-GPU blocker: room for exactly 4 members of 2 GPUs.
 			//
@@ -175,8 +175,8 @@ func minCountFeatures() []Feature {
 						bmDeletePod(ctx, t, l, "blocker")
 						spread := l.WaitBound(ctx, t, l.env.d(60*time.Second), names(Members("short", 3, 2))...)
 						t.Logf("measurement bindSpreadSeconds=%.3f", spread.Seconds())
-						if spread > l.env.d(bmMaxBindSpread) {
-							t.Errorf("the members bound %s apart, want at most %s", spread, l.env.d(bmMaxBindSpread))
+						if spread > bmMaxBindSpread {
+							t.Errorf("the members bound %s apart, want at most %s", spread, bmMaxBindSpread)
 						}
 						c := l.WaitCondition(ctx, t, l.env.d(30*time.Second), "short", metav1.ConditionTrue, "Scheduled")
 						if c.LastTransitionTime.Before(&rejected.LastTransitionTime) {
@@ -280,6 +280,30 @@ func minCountFeatures() []Feature {
 			},
 		},
 		{
+			Suite: "mincount", Name: "mincount: a PodGroup without priority and members with one", Lane: one,
+			Steps: []Step{
+				{A: Assertion{ID: "MIN-19", Statement: "PodGroup without a priority class (0) with members of priority 1000: every member gets FailedScheduling \"…same priority as the pod group's priority, got 1000 and 0\" and PodScheduled=False/SchedulerError, none binds, and the PodGroup is False/SchedulerError", Ref: bmSemRef + "B.14; §3.4; §4"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						pc := l.PriorityClass(ctx, t, fmt.Sprintf("p%d", mcPriorityClassVal), mcPriorityClassVal, false)
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "prio", MinCount: 3})
+						ms := Members("prio", 3, 2)
+						for i := range ms {
+							ms[i].PriorityClassName = pc
+						}
+						l.CreatePods(ctx, t, ms...)
+						want := fmt.Sprintf(mcMsgPriorityFmt, mcPriorityClassVal, 0)
+						for _, m := range ms {
+							l.WaitEvent(ctx, t, l.env.d(30*time.Second), m.Name, "FailedScheduling", want)
+						}
+						mcWaitPodReasons(ctx, t, l, names(ms), corev1.PodReasonSchedulerError)
+						c := l.WaitCondition(ctx, t, l.env.d(30*time.Second), "prio", metav1.ConditionFalse, corev1.PodReasonSchedulerError)
+						if !strings.Contains(c.Message, want) {
+							t.Errorf("condition message %q lacks %q", c.Message, want)
+						}
+					}},
+			},
+		},
+		{
 			Suite: "mincount", Name: "mincount: members must share a schedulerName", Lane: one,
 			Steps: []Step{
 				{A: Assertion{ID: "MIN-15", Statement: "a pre-bound member of \"other-scheduler\" makes the default-scheduler members fail with \"…should have the same .spec.schedulerName set\" (SchedulerError); none binds", Ref: bmSemRef + "B.15; §3.4; §3.6"},
@@ -302,7 +326,7 @@ func minCountFeatures() []Feature {
 					}},
 			},
 		},
-	})
+	}, minCountCycleFeatures()...))
 }
 
 // mcStillTrue checks that a PodGroup is True/Scheduled now and after a few more scheduling

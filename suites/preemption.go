@@ -402,6 +402,7 @@ func preemptionFeatures() []Feature {
 		onlyIfFitsFeature(),
 		disruptionModeFeatures(),
 		reprieveFeatures(),
+		preemptorFeatures(),
 		equalPriorityFeature(),
 		preemptNeverFeature(),
 	)

@@ -281,7 +281,7 @@ func validationFeatures() []Feature {
 				}},
 		},
 	}
-	return []Feature{createRules, updateRules, workloadRules, podRules}
+	return append([]Feature{createRules, updateRules, workloadRules, podRules}, verbFeatures()...)
 }
 
 // valCreateWorkload creates a Workload with n basic templates t0…; classes, when given, are the

@@ -53,6 +53,10 @@ type pageData struct {
 	HeadlineClass string
 	Method        string
 	Sides         *table
+	// Suites and Failures lead a run's page: what failed, why, and where the evidence is, before
+	// the environment and the full list of assertions.
+	Suites        *table
+	Failures      []failureView
 	Environment   *table
 	Assertions    *table
 	AssertionNote string
@@ -60,6 +64,13 @@ type pageData struct {
 	CDF           *plot
 	Metrics       *table
 	Notes         []string
+}
+
+// failureView is one failed assertion as the page shows it.
+type failureView struct {
+	ID, Name, Suite, Verdict, Run string
+	Message                      string
+	Artifacts                    []string // paths relative to the run directory, which the page is written beside
 }
 
 type table struct {
@@ -106,6 +117,19 @@ func newPageData(p Page) pageData {
 	} else if len(p.Runs) > 0 {
 		d.Assertions = runAssertionTable(p.Runs).orNil()
 		d.Metrics = runMetricTable(p.Runs).orNil()
+		d.Suites = runSuiteTable(p.Runs).orNil()
+		d.Failures = runFailures(p.Runs)
+		d.Headline, d.HeadlineClass = "PASS", "good"
+		for _, r := range p.Runs {
+			if !r.Passed() {
+				d.Headline, d.HeadlineClass = "FAIL", "bad"
+			}
+		}
+		sum := p.Runs[len(p.Runs)-1].Summary()
+		d.Method = fmt.Sprintf("%d assertions: passed %d, failed %d, skipped %d, errors %d", sum.Total, sum.Passed, sum.Failed, sum.Skipped, sum.Errors)
+		if len(p.Runs) > 1 {
+			d.Method = fmt.Sprintf("%d runs; the last: %s", len(p.Runs), d.Method)
+		}
 	}
 	d.Environment = environmentTable(p.Runs, p.Compare).orNil()
 	d.Timeline = timelinePlot(p.Timelines, first...)
@@ -244,6 +268,61 @@ func compareAssertionTable(c *compare.Report) *table {
 	return t
 }
 
+// runSuiteTable counts verdicts per suite, a row per run and suite, failing suites first.
+func runSuiteTable(runs []*results.Run) *table {
+	t := &table{Headers: []cell{{Text: "suite"}, {Text: "passed", Class: "num"}, {Text: "failed", Class: "num"}, {Text: "skipped", Class: "num"}, {Text: "errors", Class: "num"}, {Text: "time", Class: "num"}}}
+	if len(runs) > 1 {
+		t.Headers = append([]cell{{Text: "run"}}, t.Headers...)
+	}
+	for _, r := range runs {
+		sum := r.Summary()
+		names := slices.Clone(sum.Suites)
+		// Stable, so suites keep their run order within each half.
+		slices.SortStableFunc(names, func(a, b string) int {
+			fa, fb := sum.BySuite[a].Failed+sum.BySuite[a].Errors > 0, sum.BySuite[b].Failed+sum.BySuite[b].Errors > 0
+			switch {
+			case fa && !fb:
+				return -1
+			case fb && !fa:
+				return 1
+			}
+			return 0
+		})
+		for _, n := range names {
+			ss := sum.BySuite[n]
+			class := "v-pass"
+			if ss.Failed+ss.Errors > 0 {
+				class = "v-fail"
+			}
+			cells := []cell{{Text: n, Class: class}, {Text: strconv.Itoa(ss.Passed), Class: "num"}, {Text: strconv.Itoa(ss.Failed), Class: "num"},
+				{Text: strconv.Itoa(ss.Skipped), Class: "num"}, {Text: strconv.Itoa(ss.Errors), Class: "num"}, {Text: ss.Duration.Round(100 * time.Millisecond).String(), Class: "num"}}
+			if len(runs) > 1 {
+				cells = append([]cell{{Text: r.ID}}, cells...)
+			}
+			t.Rows = append(t.Rows, row{Cells: cells})
+		}
+	}
+	return t
+}
+
+// runFailures lists every failing case of the runs with its whole message and artifacts.
+func runFailures(runs []*results.Run) []failureView {
+	var out []failureView
+	for _, r := range runs {
+		for _, c := range r.Cases {
+			if !c.Verdict.Failing() {
+				continue
+			}
+			f := failureView{ID: c.ID, Name: oneLine(c.Name), Suite: c.Suite, Verdict: string(c.Verdict), Message: strings.TrimSpace(results.StripANSI(c.Message)), Artifacts: c.Artifacts}
+			if len(runs) > 1 {
+				f.Run = r.ID
+			}
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // runAssertionTable has a verdict column per run, assertions in order of first appearance.
 func runAssertionTable(runs []*results.Run) *table {
 	t := &table{Headers: []cell{{Text: "ID"}, {Text: "suite"}, {Text: "assertion"}}}
@@ -348,6 +427,8 @@ const pageTemplate = `<!DOCTYPE html>
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
 h1 { font-size: 1.6em; margin: 0 0 0.3em; }
 h2 { font-size: 1.2em; margin: 1.6em 0 0.5em; border-bottom: 1px solid #ddd; }
+h3 { font-size: 1em; margin: 1em 0 0.2em; }
+pre { background: #f8f8f8; border: 1px solid #ddd; padding: 0.5em; white-space: pre-wrap; margin: 0.2em 0; }
 table { border-collapse: collapse; margin: 0.5em 0; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: #f4f4f4; }
@@ -386,6 +467,25 @@ svg .s5 { stroke: #76b7b2; }
 {{- if .Sides}}
 <h2 id="sides">Compared versions</h2>
 {{template "table" .Sides}}
+{{- end}}
+{{- if .Suites}}
+<h2 id="suites">Suites</h2>
+{{template "table" .Suites}}
+{{- end}}
+{{- if .Failures}}
+<h2 id="failures">Failures ({{len .Failures}})</h2>
+{{- range .Failures}}
+<div class="failure">
+<h3 id="fail-{{.ID}}">{{if .Run}}{{.Run}}: {{end}}{{.ID}} <span class="v-{{slug .Verdict}}">{{.Verdict}}</span> {{.Name}}</h3>
+<p class="small">suite {{.Suite}}</p>
+{{- if .Message}}
+<pre>{{.Message}}</pre>
+{{- end}}
+{{- if .Artifacts}}
+<p class="small">artifacts:{{range .Artifacts}} <a href="{{.}}">{{.}}</a>{{end}}</p>
+{{- end}}
+</div>
+{{- end}}
 {{- end}}
 {{- if .Environment}}
 <h2 id="environment">Environment</h2>
