@@ -269,6 +269,12 @@ func (r *recorder) describe(names ...string) string {
 // reported with t.Error so that the feature's later assertions still run.
 func waitPreempted(ctx context.Context, t *testing.T, l *Lane, r *recorder, victims ...string) {
 	t.Helper()
+	waitVictims(ctx, t, l, r, l.env.SchedulerName+": "+msgVictimCondition, victims...)
+}
+
+// waitVictims is waitPreempted with the DisruptionTarget message the victims must carry (exactly).
+func waitVictims(ctx context.Context, t *testing.T, l *Lane, r *recorder, want string, victims ...string) {
+	t.Helper()
 	err := Poll(ctx, l.env.d(90*time.Second), fmt.Sprintf("victims %v deleted", victims), func(context.Context) (bool, string, error) {
 		for _, v := range victims {
 			if !r.get(v).deleted {
@@ -280,7 +286,6 @@ func waitPreempted(ctx context.Context, t *testing.T, l *Lane, r *recorder, vict
 	if err != nil {
 		t.Error(err)
 	}
-	want := l.env.SchedulerName + ": " + msgVictimCondition
 	for _, v := range victims {
 		rec := r.get(v)
 		c := rec.disruption
@@ -288,8 +293,8 @@ func waitPreempted(ctx context.Context, t *testing.T, l *Lane, r *recorder, vict
 		case c == nil && rec.deleted:
 			t.Errorf("victim %s was deleted without a DisruptionTarget condition", v)
 		case c == nil:
-		case c.Status != corev1.ConditionTrue || c.Reason != corev1.PodReasonPreemptionByScheduler || !strings.Contains(c.Message, want):
-			t.Errorf("victim %s: DisruptionTarget %s/%s %q, want True/%s containing %q", v, c.Status, c.Reason, c.Message, corev1.PodReasonPreemptionByScheduler, want)
+		case c.Status != corev1.ConditionTrue || c.Reason != corev1.PodReasonPreemptionByScheduler || c.Message != want:
+			t.Errorf("victim %s: DisruptionTarget %s/%s %q, want True/%s %q", v, c.Status, c.Reason, c.Message, corev1.PodReasonPreemptionByScheduler, want)
 		}
 	}
 }

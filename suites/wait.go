@@ -214,6 +214,8 @@ func (l *Lane) WaitDecided(ctx context.Context, t testing.TB, timeout time.Durat
 func (l *Lane) WaitBound(ctx context.Context, t testing.TB, timeout time.Duration, names ...string) time.Duration {
 	t.Helper()
 	var spread time.Duration
+	var hopeless string
+	var hopelessSince time.Time
 	Eventually(ctx, t, timeout, fmt.Sprintf("pods %v bound and their Scheduled events recorded", names), func(ctx context.Context) (bool, string, error) {
 		pods, err := l.Pods(ctx)
 		if err != nil {
@@ -227,6 +229,19 @@ func (l *Lane) WaitBound(ctx context.Context, t testing.TB, timeout time.Duratio
 			}
 		}
 		if len(missing) > 0 {
+			// A red run should take about as long as a green one: once the outcome is certain the
+			// wait stops instead of running to its timeout (the stop only ends this poll; Eventually
+			// is told it is done and the caller fails below).
+			why := l.cannotBind(pods, missing)
+			switch {
+			case why == "":
+				hopelessSince = time.Time{}
+			case hopelessSince.IsZero():
+				hopelessSince = time.Now()
+			case time.Since(hopelessSince) >= certainFor:
+				hopeless = why
+				return true, "", nil
+			}
 			return false, fmt.Sprintf("not bound: %v", missing), nil
 		}
 		evs, err := l.Events(ctx, "")
@@ -259,7 +274,63 @@ func (l *Lane) WaitBound(ctx context.Context, t testing.TB, timeout time.Duratio
 		spread = last.Sub(first)
 		return true, "", nil
 	})
+	if hopeless != "" {
+		t.Fatalf("pods %v cannot be bound any more, so the wait stopped early: %s", names, hopeless)
+	}
 	return spread
+}
+
+// certainFor is how long the state that makes a wait hopeless must hold before the wait stops: a
+// preemption or a deletion in flight shows for less than that.
+const certainFor = 3 * time.Second
+
+// cannotBind says why the named unbound pods cannot all bind any more, or "" while they might: the
+// scheduler decided each of them unschedulable (PodScheduled=False, not a gate), together they need
+// more GPUs than the lane has free, and nothing can free any: no pod of the lane is terminating and
+// none is nominated (a preemption under way).
+func (l *Lane) cannotBind(pods []corev1.Pod, unbound []string) string {
+	capacity := int64(len(l.Nodes) * l.GPUs)
+	if capacity == 0 {
+		return ""
+	}
+	used := int64(0)
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil || p.Status.NominatedNodeName != "" {
+			return ""
+		}
+		if p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			used += podGPUs(p)
+		}
+	}
+	free := capacity - used
+	var why []string
+	need := int64(0)
+	for _, n := range unbound {
+		i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Name == n })
+		if i < 0 {
+			return ""
+		}
+		p := &pods[i]
+		reason := podScheduledReason(p)
+		if StateOf(p) != Unschedulable || reason == corev1.PodReasonSchedulingGated {
+			return ""
+		}
+		need += podGPUs(p)
+		why = append(why, fmt.Sprintf("%s PodScheduled=False/%s", n, reason))
+	}
+	if need <= free {
+		return ""
+	}
+	return fmt.Sprintf("%s, needing %d GPUs together; the lane has %d of %d GPUs free, nothing is terminating or nominated", strings.Join(why, ", "), need, free, capacity)
+}
+
+func podGPUs(p *corev1.Pod) int64 {
+	var n int64
+	for _, c := range p.Spec.Containers {
+		n += c.Resources.Limits.Name(scenarios.GPUResource, "").Value()
+	}
+	return n
 }
 
 // GroupCondition returns the PodGroupInitiallyScheduled condition, or nil.
