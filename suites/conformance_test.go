@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/clusters/kind"
+	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/suites"
 )
 
@@ -34,6 +36,8 @@ var (
 	workers        = flag.Int("workers", 0, "kind: worker nodes (default 2)")
 	nodeImage      = flag.String("node-image", "", "kind: kindest/node image")
 	schedulerImage = flag.String("scheduler-image", "", "kind: kube-scheduler image under test")
+	upstreamBin    = flag.String("upstream-binary", "", "also run upstream's gang e2e specs from this binary (k8sbin.EnsureUpstreamE2E) as TestUpstream, after the suites")
+	upstreamDir    = flag.String("upstream-report-dir", "", "where TestUpstream writes upstream's JUnit report and log (default <run-dir>/upstream)")
 	suiteList      = flag.String("suites", "", "comma-separated suites to run (default all): "+strings.Join(suites.SuiteNames(), ","))
 )
 
@@ -63,6 +67,10 @@ func runMain(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	spec := clusters.Spec{KubernetesVersion: *k8sVersion, KubeBinDir: *kubeBinDir, SchedulerBinary: *schedulerBin, RuntimeConfig: parseKV(*runtimeConfig)}
+	if *upstreamBin != "" && *provider != kind.ProviderName {
+		// Upstream's preemption specs spread victims over two nodes; lanes are gone by then.
+		spec.Nodes = 2
+	}
 	if g := parseKV(*schedulerGates); len(g) > 0 {
 		gates := map[string]bool{}
 		for k, v := range g {
@@ -146,3 +154,45 @@ func TestStatus(t *testing.T)        { run(t, "status") }
 func TestValidation(t *testing.T)    { run(t, "validation") }
 func TestObservability(t *testing.T) { run(t, "observability") }
 func TestFaults(t *testing.T)        { run(t, "faults") }
+
+// TestUpstream runs upstream's gang specs last, alone on the cluster (they create PriorityClasses
+// and patch a node), and reports each as an assertion UPS-NN of suite "upstream", numbered in name
+// order, so run.json, JUnit and the reports carry them beside gangbench's own.
+func TestUpstream(t *testing.T) {
+	if *upstreamBin == "" {
+		t.Skip("upstream's specs not requested (-upstream-binary)")
+	}
+	if harness == nil {
+		t.Skip("needs a cluster; skipped with -short")
+	}
+	dir := *upstreamDir
+	if dir == "" {
+		if *runDir == "" {
+			dir = t.TempDir()
+		} else {
+			dir = filepath.Join(*runDir, "upstream")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	start := time.Now()
+	specs, err := suites.RunUpstream(ctx, *upstreamBin, harness.Kubeconfig(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("upstream's specs took %s; report and log in %s", time.Since(start).Round(time.Second), dir)
+	t.Run("upstream gang specs", func(t *testing.T) {
+		for i, s := range specs {
+			t.Run(fmt.Sprintf("UPS-%02d_%s", i+1, s.Name), func(t *testing.T) {
+				t.Logf("measurement specSeconds=%.1f", s.Duration.Seconds())
+				switch s.Verdict {
+				case results.Pass:
+				case results.Skip:
+					t.Skip(s.Message)
+				default:
+					t.Errorf("%s\n(upstream's log: %s)", s.Message, filepath.Join(dir, "upstream.log"))
+				}
+			})
+		}
+	})
+}

@@ -212,6 +212,14 @@ func (h *Harness) Finish() (unexpected, known []string, err error) {
 	return out, known, nil
 }
 
+// Kubeconfig is the admin kubeconfig of the cluster under test.
+func (h *Harness) Kubeconfig() string {
+	if h.cluster == nil {
+		return ""
+	}
+	return h.cluster.KubeconfigPath
+}
+
 // Close deletes the cluster if the harness created it (unless asked to keep it).
 func (h *Harness) Close(ctx context.Context) error {
 	if h.cancel != nil {

@@ -47,10 +47,10 @@ func TestClassifyKnownIssue(t *testing.T) {
 		{"same pattern on a version without the known bug fails", []monitor.Violation{bug}, before, "v1.38.0", false},
 		{"v1.37.1 was never seen racing", []monitor.Violation{bug}, before, "v1.37.1", false},
 		{"a fork built as v0.0.0-master fails", []monitor.Violation{bug}, before, "v0.0.0-master", false},
-		{"a late regression is not the race", []monitor.Violation{regression(5 * time.Second, "Unschedulable", msg)}, before, "v1.37.2", false},
+		{"a late regression is not the race", []monitor.Violation{regression(5*time.Second, "Unschedulable", msg)}, before, "v1.37.2", false},
 		{"a SchedulerError regression is not the race", []monitor.Violation{regression(10*time.Millisecond, "SchedulerError", "pod group is unschedulable")}, before, "v1.37.2", false},
 		// What a scheduler without the keep-True rule does when members are added once the gang is True.
-		{"a flip on members added after the True write is not the race", []monitor.Violation{bug}, append(members(5 * time.Millisecond), before...), "v1.37.2", false},
+		{"a flip on members added after the True write is not the race", []monitor.Violation{bug}, append(members(5*time.Millisecond), before...), "v1.37.2", false},
 		{"a True that had been True before is not a fresh write", []monitor.Violation{wasTrue}, before, "v1.37.2", false},
 		{"a group that regresses twice is not the race", []monitor.Violation{bug, bug}, before, "v1.37.2", false},
 		{"another group's new member does not matter", []monitor.Violation{bug},

@@ -81,11 +81,14 @@ type Target struct {
 
 // binaries lists what t produces: Binaries(t.Name), or the one patched binary.
 func (t Target) binaries() []string {
-	if t.Name == TargetKubernetesPatched {
+	switch t.Name {
+	case TargetKubernetesPatched:
 		if t.Patch == nil {
 			return nil
 		}
 		return []string{t.Patch.Binary}
+	case TargetUpstreamE2E:
+		return []string{UpstreamE2EBinary}
 	}
 	return Binaries(t.Name)
 }
@@ -93,8 +96,11 @@ func (t Target) binaries() []string {
 // cacheKey is t's directory under <cache>/<name>: the version, and for a patched build the patch's
 // digest as well.
 func (t Target) cacheKey() string {
-	if t.Patch != nil {
+	switch {
+	case t.Patch != nil:
 		return t.Version + "-" + t.Patch.Digest()
+	case t.Name == TargetUpstreamE2E:
+		return t.Version + "-" + upstreamE2EDigest()
 	}
 	return t.Version
 }

@@ -69,8 +69,8 @@ type pageData struct {
 // failureView is one failed assertion as the page shows it.
 type failureView struct {
 	ID, Name, Suite, Verdict, Run string
-	Message                      string
-	Artifacts                    []string // paths relative to the run directory, which the page is written beside
+	Message                       string
+	Artifacts                     []string // paths relative to the run directory, which the page is written beside
 }
 
 type table struct {

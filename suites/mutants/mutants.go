@@ -33,7 +33,7 @@ type Mutant struct {
 	// Wrong says, in a user's words, what the build gets wrong.
 	Wrong string `json:"wrong"`
 	// CaughtBy are the assertion IDs that must fail against it (others may fail too).
-	CaughtBy []string    `json:"caughtBy"`
+	CaughtBy []string     `json:"caughtBy"`
 	Patch    k8sbin.Patch `json:"patch"`
 	// File is where the mutant was read from.
 	File string `json:"-"`
@@ -99,4 +99,3 @@ func parse(file string, b []byte, suites []string) (Mutant, error) {
 	}
 	return m, nil
 }
-

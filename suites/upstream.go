@@ -1,0 +1,140 @@
+package suites
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gangbench/gangbench/results"
+)
+
+// Upstream's own gang specs (the [FeatureGate:GenericWorkload] specs of k8s.io/kubernetes
+// test/e2e/scheduling: GangScheduling, Workload, WorkloadAwarePreemption) run as a second opinion
+// next to gangbench's suites, against the same cluster, from the binary k8sbin.EnsureUpstreamE2E
+// builds. They are selected by label: without a focus or a label filter the framework skips
+// [Feature:OffByDefault] specs, which all of them are in v1.37.
+
+// UpstreamLabelFilter selects upstream's gang specs.
+const UpstreamLabelFilter = "FeatureGate:GenericWorkload"
+
+// UpstreamSpec is one upstream spec's result.
+type UpstreamSpec struct {
+	Name     string
+	Verdict  results.Verdict
+	Duration time.Duration
+	Message  string
+}
+
+// RunUpstream runs the upstream spec binary against the cluster of kubeconfig, writing its JUnit
+// report and log into dir, and returns the specs that ran (and any suite-level step that failed),
+// sorted by name. A non-zero exit with a readable report is not an error: failed specs say why.
+// The specs create PriorityClasses and patch an extended resource onto a node, so nothing else
+// may run on the cluster meanwhile.
+func RunUpstream(ctx context.Context, bin, kubeconfig, dir string) ([]UpstreamSpec, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(dir, "upstream.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.CommandContext(ctx, bin, "--kubeconfig="+kubeconfig, "--provider=skeleton",
+		"--ginkgo.label-filter="+UpstreamLabelFilter, "--ginkgo.v", "--ginkgo.no-color", "--report-dir="+dir)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group, ended as a whole: the framework starts helpers of its own.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	runErr := cmd.Run()
+	specs, err := ReadUpstreamReport(dir)
+	if err != nil {
+		if runErr != nil {
+			return nil, fmt.Errorf("upstream specs: %v, and no report: %w (log: %s)", runErr, err, logPath)
+		}
+		return nil, err
+	}
+	if len(specs) == 0 {
+		return nil, fmt.Errorf("upstream specs: none ran (label filter %q; log: %s)", UpstreamLabelFilter, logPath)
+	}
+	return specs, nil
+}
+
+type junitSuites struct {
+	Suites []struct {
+		Cases []struct {
+			Name    string  `xml:"name,attr"`
+			Status  string  `xml:"status,attr"`
+			Time    float64 `xml:"time,attr"`
+			Failure *struct {
+				Message string `xml:"message,attr"`
+				Text    string `xml:",chardata"`
+			} `xml:"failure"`
+			Error *struct {
+				Message string `xml:"message,attr"`
+				Text    string `xml:",chardata"`
+			} `xml:"error"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+// ReadUpstreamReport reads the framework's junit_01.xml in dir: the specs that ran, and any
+// suite-level step (before or after the suite) that failed.
+func ReadUpstreamReport(dir string) ([]UpstreamSpec, error) {
+	path := filepath.Join(dir, "junit_01.xml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var js junitSuites
+	dec := xml.NewDecoder(bytes.NewReader(b))
+	dec.CharsetReader = func(_ string, r io.Reader) (io.Reader, error) { return r, nil }
+	if err := dec.Decode(&js); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var out []UpstreamSpec
+	for _, s := range js.Suites {
+		for _, c := range s.Cases {
+			spec := !strings.HasPrefix(c.Name, "[Synchronized") && !strings.HasPrefix(c.Name, "[ReportAfterSuite]") &&
+				!strings.HasPrefix(c.Name, "[BeforeSuite]") && !strings.HasPrefix(c.Name, "[AfterSuite]")
+			u := UpstreamSpec{Name: UpstreamSpecName(c.Name), Duration: time.Duration(c.Time * float64(time.Second))}
+			switch {
+			case c.Failure != nil:
+				u.Verdict, u.Message = results.Fail, strings.TrimSpace(c.Failure.Message+"\n"+c.Failure.Text)
+			case c.Error != nil:
+				u.Verdict, u.Message = results.Error, strings.TrimSpace(c.Error.Message+"\n"+c.Error.Text)
+			case c.Status == "failed" || c.Status == "panicked" || c.Status == "interrupted" || c.Status == "timedout":
+				u.Verdict, u.Message = results.Fail, c.Status
+			case c.Status == "passed" && spec:
+				u.Verdict = results.Pass
+			default:
+				continue // skipped specs of other features, and suite steps that passed
+			}
+			out = append(out, u)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+var bracketRE = regexp.MustCompile(`\s*\[[^\]]*\]`)
+
+// UpstreamSpecName shortens a JUnit test name ("[It] [sig-scheduling] GangScheduling
+// [FeatureGate:GenericWorkload] should … [Beta] [Feature:OffByDefault]") to its words, "GangScheduling
+// should …"; '/' would split a Go subtest name, so it becomes '-'.
+func UpstreamSpecName(junit string) string {
+	s := strings.TrimSpace(bracketRE.ReplaceAllString(junit, ""))
+	s = strings.Join(strings.Fields(s), " ")
+	return strings.ReplaceAll(s, "/", "-")
+}
