@@ -35,7 +35,15 @@ func TestProofMutants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	upstream := upstreamBinary(t)
 	var stock *k8sbin.Set
+	caughtByUpstream := map[string][]string{}
+	defer func() {
+		// The comparison table of the closing notes: which mutants upstream's specs also catch.
+		for _, m := range ms {
+			t.Logf("upstream specs vs mutant %-26s (suite %s): failed %v", m.Name, m.Suite, caughtByUpstream[m.Name])
+		}
+	}()
 	for _, m := range ms {
 		t.Run(m.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -72,14 +80,21 @@ func TestProofMutants(t *testing.T) {
 			if test == "" {
 				t.Fatalf("%s: suite %s has no test in this binary", m.File, m.Suite)
 			}
-			re := "^" + test + "$"
+			// Upstream's gang specs run on the same cluster after the suite: which of these mutants
+			// upstream's own tests notice is reported, not required.
+			re := "^(" + test + "|TestUpstream)$"
 			if m.Feature != "" {
-				re += "/^" + regexp.QuoteMeta(strings.ReplaceAll(m.Feature, " ", "_")) + "$"
+				re += "/^(" + regexp.QuoteMeta(strings.ReplaceAll(m.Feature, " ", "_")) + "|upstream_gang_specs)$"
 			}
+			args = append(args, "-upstream-binary", upstream)
 			runStart := time.Now()
 			err, out, failed := runSuiteBinary(t, re, args...)
-			t.Logf("mutant %s (%s): built in %s, suite %s ran %s; failed assertions %v; monitor failure %v",
-				m.Name, m.Wrong, built.Round(time.Second), m.Suite, time.Since(runStart).Round(time.Second), failed[test], strings.Contains(out, monitorFailure))
+			caughtByUpstream[m.Name] = failed["TestUpstream"]
+			t.Logf("mutant %s (%s): built in %s, suite %s and upstream's specs ran %s; failed assertions %v; monitor failure %v; upstream specs failed %v",
+				m.Name, m.Wrong, built.Round(time.Second), m.Suite, time.Since(runStart).Round(time.Second), failed[test], strings.Contains(out, monitorFailure), failed["TestUpstream"])
+			if !strings.Contains(out, "--- PASS: TestUpstream") && !strings.Contains(out, "--- FAIL: TestUpstream") {
+				t.Errorf("upstream's specs did not run against mutant %s:\n%s", m.Name, tail(out, 30))
+			}
 			if err == nil {
 				t.Fatalf("suite %s passed against mutant %s (%s):\n%s", m.Suite, m.Name, m.Wrong, tail(out, 60))
 			}
@@ -96,6 +111,38 @@ func TestProofMutants(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// upstreamBinary builds (or reuses) upstream's gang e2e specs for the default version.
+func upstreamBinary(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	bin, err := k8sbin.EnsureUpstreamE2E(ctx, "", k8sbin.Options{Progress: testLog{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// TestProofUpstream: upstream's gang specs pass on the pristine scheduler, as TestUpstream cases
+// UPS-NN (7 of them at v1.37.2), and some fail against a scheduler with gang scheduling off: the
+// second opinion is a real one, wired into the run.
+func TestProofUpstream(t *testing.T) {
+	skipUnlessProof(t)
+	bin := upstreamBinary(t)
+	err, out, failed := runSuiteBinary(t, "^TestUpstream$", "-upstream-binary", bin)
+	if err != nil || len(failed) > 0 {
+		t.Fatalf("upstream's specs on the pristine scheduler: %v, failed %v\n%s", err, failed, tail(out, 60))
+	}
+	if n := strings.Count(out, "--- PASS: TestUpstream/upstream_gang_specs/UPS-"); n < 7 {
+		t.Errorf("%d upstream specs passed, want the 7 gang specs of v1.37.2:\n%s", n, tail(out, 30))
+	}
+	err, out, failed = runSuiteBinary(t, "^TestUpstream$", "-upstream-binary", bin, "-scheduler-feature-gates", "GenericWorkload=false")
+	t.Logf("upstream specs failed against gang scheduling off: %v", failed["TestUpstream"])
+	if err == nil || len(failed["TestUpstream"]) == 0 {
+		t.Errorf("upstream's specs passed against a scheduler with gang scheduling off:\n%s", tail(out, 40))
 	}
 }
 

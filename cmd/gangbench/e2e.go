@@ -41,6 +41,7 @@ type e2eFlags struct {
 	runtimeCfg  []string
 	deadline    time.Duration
 	safety      existing.SafetyOptions
+	upstream    bool
 }
 
 func newE2ECmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
@@ -60,6 +61,7 @@ Exit codes: 0 every assertion passed; 1 an assertion failed; 2 usage; 4 the harn
 		Example: `  gangbench e2e
   gangbench e2e --suites barriers,preemption
   gangbench e2e --scheduler-binary ./my-kube-scheduler
+  gangbench e2e --upstream            # and upstream's GangScheduling, Workload and WorkloadAwarePreemption specs
   gangbench e2e --kubeconfig ~/.kube/config --suites validation`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -78,6 +80,7 @@ Exit codes: 0 every assertion passed; 1 an assertion failed; 2 usage; 4 the harn
 	fs.Float64Var(&f.scale, "timeout-scale", 1, "multiply every wait's timeout (slow machines)")
 	fs.StringSliceVar(&f.runtimeCfg, "runtime-config", nil, "kube-apiserver runtime-config overrides, e.g. scheduling.k8s.io/v1beta1=false")
 	fs.DurationVar(&f.deadline, "deadline", 45*time.Minute, "the whole run's deadline")
+	fs.BoolVar(&f.upstream, "upstream", false, "also run upstream's own gang e2e specs (test/e2e/scheduling at the cluster's version, built and cached) after the suites, as suite \"upstream\"")
 	safetyFlags(fs, &f.safety)
 	cmd.AddCommand(newE2EListCmd(stdout))
 	return cmd
@@ -244,6 +247,19 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 			return nil, "", codedError{err, 4}
 		}
 	}
+	var upstreamBin string
+	if f.upstream {
+		// The cluster's version when gangbench makes it; an existing cluster is taken to run the
+		// default one.
+		v := spec.KubernetesVersion
+		var err error
+		if upstreamBin, err = k8sbin.EnsureUpstreamE2E(ctx, v, f.cluster.binOptions(stderr)); err != nil {
+			if ctx.Err() != nil {
+				return interruptedEarly()
+			}
+			return nil, "", codedError{fmt.Errorf("upstream's e2e specs: %w", err), 4}
+		}
+	}
 	bin := filepath.Join(root, "_output", "bin", "suites.test")
 	fmt.Fprintln(stderr, "compiling the suites …")
 	// An interrupted go command leaves its $GOTMPDIR/go-build* work directory behind, whether
@@ -280,6 +296,10 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 	for _, s := range selected {
 		tests = append(tests, suites.TestFunc(s))
 	}
+	if upstreamBin != "" {
+		tests = append(tests, "TestUpstream")
+		args = append(args, "-upstream-binary", upstreamBin)
+	}
 	// Only the suites: the package's own proof tests start clusters of their own and belong to `make test`.
 	args = append(args, "-test.run", "^("+strings.Join(tests, "|")+")$", "-suites", strings.Join(selected, ","))
 	if f.keepCluster {
@@ -307,7 +327,12 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 			args = append(args, "-runtime-config", strings.Join(f.runtimeCfg, ","))
 		}
 	}
-	cat := suites.Catalogue(suites.All())
+	// The selected suites' assertions: each appears in the run, with a skip reason if it never ran.
+	fs, err := suites.Select(suites.All(), selected)
+	if err != nil {
+		return nil, "", usageError{err}
+	}
+	cat := suites.Catalogue(fs)
 	// The version under test decides which failures are version differences (suites/versions.go);
 	// the suite binary writes it to cluster.json before its first assertion.
 	var kubeVersion string
