@@ -26,6 +26,7 @@ import (
 	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/suites"
+	"github.com/gangbench/gangbench/suites/mutants"
 )
 
 // exitFailures is the exit code when assertions failed (the harness itself worked).
@@ -136,6 +137,36 @@ func writeAssertionDoc(w io.Writer, cat []suites.Assertion) error {
 			kind = "not expressible in v1alpha2"
 		}
 		fmt.Fprintf(w, "| %s | %s | %s |\n", d.ID, kind, strings.ReplaceAll(d.Reason, "|", `\|`))
+	}
+	fmt.Fprintln(w, "\n## upstream")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "`gangbench e2e --upstream` also runs upstream's own gang specs (the `[FeatureGate:GenericWorkload]` specs of")
+	fmt.Fprintln(w, "`k8s.io/kubernetes` `test/e2e/scheduling` at the cluster's version: GangScheduling, Workload,")
+	fmt.Fprintln(w, "WorkloadAwarePreemption) on the same cluster after the suites. Each becomes an assertion `UPS-NN` of suite")
+	fmt.Fprintln(w, "`upstream`, numbered in the order of the specs' names; their statements are upstream's spec names.")
+	ms, err := mutants.All(suites.SuiteNames())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\n## Proofs: deliberately wrong builds")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "`make test` (suites' `TestProofMutants`) builds each of these from the `k8s.io/kubernetes` source with a")
+	fmt.Fprintln(w, "patch of a line or two (`suites/mutants/patches/`, cached by patch content) and runs only the suite it is")
+	fmt.Fprintln(w, "wrong for against it: the assertions listed must fail (others may too). The builds report the version")
+	fmt.Fprintln(w, "they were built from, so none is excused by a version-specific known issue.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "\"A or B\" is met when either fails (which step a wrong build trips first can depend on timing). Where")
+	fmt.Fprintln(w, "upstream has specs about the behaviour, the proof runs upstream's gang specs against the build too and")
+	fmt.Fprintln(w, "reports whether they notice.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| build | binary | suite | what it gets wrong | must fail | upstream's specs run |\n|---|---|---|---|---|---|")
+	for _, m := range ms {
+		up := "no (no upstream spec about it)"
+		if m.Upstream {
+			up = "yes"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", m.Name, m.Patch.Binary, m.Suite, strings.ReplaceAll(m.Wrong, "|", `\|`),
+			strings.ReplaceAll(strings.Join(m.CaughtBy, ", "), "|", " or "), up)
 	}
 	return nil
 }

@@ -32,8 +32,15 @@ type Mutant struct {
 	Feature string `json:"feature,omitempty"`
 	// Wrong says, in a user's words, what the build gets wrong.
 	Wrong string `json:"wrong"`
-	// CaughtBy are the assertion IDs that must fail against it (others may fail too).
-	CaughtBy []string     `json:"caughtBy"`
+	// CaughtBy are the assertion IDs that must fail against it (others may fail too). An entry
+	// "A|B" is met when either fails: a feature stops at its first failed step, and which of two
+	// steps a wrong build trips first can depend on timing.
+	CaughtBy []string `json:"caughtBy"`
+	// Upstream says upstream's own gang specs are about the behaviour this build breaks, so the
+	// proof runs them against it too and reports whether they notice (they need not: that they
+	// miss a wrong build is a finding about them). Elsewhere (conditions, metrics, GPU faults)
+	// upstream has no spec to run.
+	Upstream bool         `json:"upstream,omitempty"`
 	Patch    k8sbin.Patch `json:"patch"`
 	// File is where the mutant was read from.
 	File string `json:"-"`
@@ -88,9 +95,11 @@ func parse(file string, b []byte, suites []string) (Mutant, error) {
 	if len(m.CaughtBy) == 0 {
 		return m, fmt.Errorf("%s: caughtBy: empty (a mutant no assertion must catch proves nothing)", file)
 	}
-	for i, id := range m.CaughtBy {
-		if !idRE.MatchString(id) {
-			return m, fmt.Errorf("%s: caughtBy[%d] %q: not an assertion ID like BAR-05", file, i, id)
+	for i, alt := range m.CaughtBy {
+		for _, id := range strings.Split(alt, "|") {
+			if !idRE.MatchString(id) {
+				return m, fmt.Errorf("%s: caughtBy[%d] %q: not an assertion ID like BAR-05 (or alternatives like MIN-04|MIN-05)", file, i, alt)
+			}
 		}
 	}
 	m.Patch.Name = m.Name

@@ -34,11 +34,15 @@ func TestParseErrors(t *testing.T) {
 	if _, err := parse("patches/x.yaml", []byte(good), names); err != nil {
 		t.Fatalf("good file: %v", err)
 	}
+	if m, err := parse("patches/x.yaml", []byte(strings.Replace(good, "[BAR-05]", `["BAR-05|BAR-06"]`, 1)), names); err != nil || m.CaughtBy[0] != "BAR-05|BAR-06" {
+		t.Fatalf("alternatives: %v %v", err, m.CaughtBy)
+	}
 	for _, tt := range []struct{ in, want string }{
 		{strings.Replace(good, "suite: barriers", "suite: nosuch", 1), `suite "nosuch"`},
 		{strings.Replace(good, "name: x", "name: other", 1), `name "other"`},
 		{strings.Replace(good, "[BAR-05]", "[]", 1), "caughtBy: empty"},
 		{strings.Replace(good, "[BAR-05]", "[bar5]", 1), `caughtBy[0] "bar5"`},
+		{strings.Replace(good, "[BAR-05]", `["BAR-05|x"]`, 1), `caughtBy[0] "BAR-05|x"`},
 		{strings.Replace(good, "wrong: w", "wrongly: w", 1), "wrongly"},
 		{strings.Replace(good, "binary: kube-scheduler", "binary: kubectl", 1), `binary "kubectl"`},
 	} {
