@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/results"
 )
 
@@ -50,8 +52,17 @@ func RunUpstream(ctx context.Context, bin, kubeconfig, dir string) ([]UpstreamSp
 		return nil, err
 	}
 	defer logf.Close()
+	// Upstream's pods run the e2e pause image from upstream's registry, which no node here can pull.
+	// The framework reads its registries from KUBE_TEST_REPO_LIST: pointing it at gangbench's own
+	// names gives the pause image gangbench's kind node image preloads under that tag (kwok nodes
+	// pull nothing).
+	repoList := filepath.Join(dir, "repo-list.yaml")
+	if err := os.WriteFile(repoList, []byte("gcRegistry: "+path.Dir(fakegpu.PodImage)+"\n"), 0o644); err != nil {
+		return nil, err
+	}
 	cmd := exec.CommandContext(ctx, bin, "--kubeconfig="+kubeconfig, "--provider=skeleton",
 		"--ginkgo.label-filter="+UpstreamLabelFilter, "--ginkgo.v", "--ginkgo.no-color", "--report-dir="+dir)
+	cmd.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+repoList)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, ended as a whole: the framework starts helpers of its own.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -249,3 +249,31 @@ func TestNiceTicks(t *testing.T) {
 		}
 	}
 }
+
+// TestRunPageLeadsWithFailures: a red run's page opens with the per-suite counts and the failed
+// assertions (message and artifact links), before the environment and the full list.
+func TestRunPageLeadsWithFailures(t *testing.T) {
+	r := fixture(t).Runs[0]
+	r.Cases = append(r.Cases, results.Case{ID: "BAR-99", Suite: "barriers", Name: "a failing one", Verdict: results.Fail,
+		Message: "want 3 bound\nlast seen: 2 bound", Artifacts: []string{"artifacts/gb-x/pods.yaml"}})
+	var b bytes.Buffer
+	if err := WriteHTML(&b, Page{Title: "run", Runs: []*results.Run{r}}); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	order := []string{`id="suites"`, `id="failures"`, `id="fail-BAR-99"`, "last seen: 2 bound", `href="artifacts/gb-x/pods.yaml"`, `id="environment"`, `id="assertions"`}
+	at := -1
+	for _, s := range order {
+		i := strings.Index(page, s)
+		if i < 0 {
+			t.Fatalf("page lacks %q", s)
+		}
+		if i < at {
+			t.Errorf("%q comes before what precedes it in %v", s, order)
+		}
+		at = i
+	}
+	if !strings.Contains(page, `class="headline bad">FAIL`) {
+		t.Error("a failing run's page does not open with a FAIL headline")
+	}
+}
