@@ -57,3 +57,23 @@ func TestCollector(t *testing.T) {
 		t.Errorf("live lines = %v", live)
 	}
 }
+
+// TestCollectorListsEveryAssertion: an assertion of the catalogue that never reported (its feature
+// was skipped at set-up, or the binary died) still appears, as a skip that says so.
+func TestCollectorListsEveryAssertion(t *testing.T) {
+	cat := []Assertion{
+		{ID: "FLT-18", Suite: "faults", Statement: "kubelet restart", Feature: "kubelet restart"},
+		{ID: "BAR-01", Suite: "barriers", Statement: "served", Feature: "api"},
+	}
+	c := NewCollector(cat, nil)
+	c.Line(ev("pass", "TestBarriers/api/BAR-01_served", "", 0.1))
+	var flt *results.Case
+	for _, cs := range c.Cases() {
+		if cs.ID == "FLT-18" {
+			flt = &cs
+		}
+	}
+	if flt == nil || flt.Verdict != results.Skip || !strings.Contains(flt.Message, "reported no result") || !strings.Contains(flt.Message, "kubelet restart") {
+		t.Errorf("FLT-18, which never reported: %+v", flt)
+	}
+}
