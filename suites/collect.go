@@ -133,8 +133,15 @@ func (c *Collector) message(test string) string {
 
 func dur(sec float64) time.Duration { return time.Duration(sec * float64(time.Second)) }
 
-// Cases returns the assertions seen, in the order they finished, then setup failures.
-func (c *Collector) Cases() []results.Case {
+// Cases returns the assertions seen, in the order they finished, then setup failures. Every other
+// assertion of the catalogue is listed too, as a skip that says it never reported, unless the run
+// was interrupted (then only what ran is listed, under the run's INTERRUPTED banner).
+func (c *Collector) Cases() []results.Case { return c.list(true) }
+
+// PartialCases is Cases for an interrupted run: the assertions that never reported are left out.
+func (c *Collector) PartialCases() []results.Case { return c.list(false) }
+
+func (c *Collector) list(complete bool) []results.Case {
 	out := make([]results.Case, 0, len(c.order)+len(c.featureFailures))
 	for _, id := range c.order {
 		out = append(out, *c.cases[id])
@@ -151,7 +158,7 @@ func (c *Collector) Cases() []results.Case {
 	// Anything else of the catalogue that never reported is listed too: every run shows every
 	// assertion, and a missing one says so instead of vanishing.
 	for _, a := range c.catalogueOrder {
-		if _, seen := c.cases[a.ID]; seen || c.failedFeatureNames[a.Feature] {
+		if _, seen := c.cases[a.ID]; seen || c.failedFeatureNames[a.Feature] || !complete {
 			continue
 		}
 		out = append(out, results.Case{ID: a.ID, Suite: a.Suite, Name: a.Statement, Ref: a.Ref, Verdict: results.Skip,

@@ -421,6 +421,9 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 	close(stopped)
 
 	r := &results.Run{ID: id, Command: "e2e", Started: started, Finished: time.Now(), Interrupted: interrupted.Load(), Cases: coll.Cases()}
+	if r.Interrupted {
+		r.Cases = coll.PartialCases()
+	}
 	// Whether the suite binary's non-zero exit is explained by failed assertions, judged before
 	// version differences turn expected failures into skips (the binary still exits non-zero for
 	// those). test2json exits 1 whatever went wrong, so a panic or the test timeout is read from the
