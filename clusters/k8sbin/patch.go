@@ -207,24 +207,12 @@ func EnsurePatched(ctx context.Context, kubeVersion string, p Patch, opts Option
 	if err := p.Validate(); err != nil {
 		return "", err
 	}
-	cacheDir := opts.CacheDir
-	var err error
-	if cacheDir == "" {
-		if cacheDir, err = DefaultCacheDir(); err != nil {
-			return "", err
-		}
+	cacheDir, err := CacheDirOf(opts)
+	if err != nil {
+		return "", err
 	}
-	if cacheDir, err = filepath.Abs(cacheDir); err != nil {
-		return "", fmt.Errorf("cache dir: %w", err)
-	}
-	builder := opts.Builder
-	if builder == nil {
-		builder = &GoBuilder{}
-	}
-	rep := newReporter(opts.Progress, false)
-	defer rep.close()
 	t := Target{Name: TargetKubernetesPatched, Version: kubeVersion, Patch: &p, SourceDir: filepath.Join(cacheDir, TargetKubernetesPatched, "src", kubeVersion)}
-	dir, err := ensureTarget(ctx, cacheDir, t, builder, rep)
+	dir, err := EnsureTarget(ctx, t, opts, nil)
 	if err != nil {
 		return "", err
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"path/filepath"
 )
@@ -36,23 +35,7 @@ func EnsureUpstreamE2E(ctx context.Context, kubeVersion string, opts Options) (s
 	if err := ValidateKubeVersion(kubeVersion); err != nil {
 		return "", err
 	}
-	cacheDir := opts.CacheDir
-	var err error
-	if cacheDir == "" {
-		if cacheDir, err = DefaultCacheDir(); err != nil {
-			return "", err
-		}
-	}
-	if cacheDir, err = filepath.Abs(cacheDir); err != nil {
-		return "", fmt.Errorf("cache dir: %w", err)
-	}
-	builder := opts.Builder
-	if builder == nil {
-		builder = &GoBuilder{}
-	}
-	rep := newReporter(opts.Progress, false)
-	defer rep.close()
-	dir, err := ensureTarget(ctx, cacheDir, Target{Name: TargetUpstreamE2E, Version: kubeVersion}, builder, rep)
+	dir, err := EnsureTarget(ctx, Target{Name: TargetUpstreamE2E, Version: kubeVersion}, opts, nil)
 	if err != nil {
 		return "", err
 	}
