@@ -94,11 +94,23 @@ func (w *fltWatch) require(t *testing.T) {
 // records the groups in the timeline so the partial-placement check knows their quorum.
 func (w *fltWatch) createGangs(ctx context.Context, t *testing.T, l *Lane, n int, gpus int64, groups ...string) {
 	t.Helper()
-	for _, g := range groups {
+	// The members arrive interleaved (a-0, b-0, c-0, a-1, …), as from several job controllers at
+	// once: a scheduler that places pods one by one in arrival order then splits the gangs that do
+	// not all fit, instead of placing whole gangs by the accident of gang-by-gang creation (which a
+	// CI run against GenericWorkload=false once did on FLT-02).
+	members := make([][]scenarios.Member, len(groups))
+	for i, g := range groups {
 		l.CreatePodGroup(ctx, t, scenarios.Group{Name: g, MinCount: int32(n)})
 		w.tl.Add(timeline.Event{Time: time.Now(), Kind: timeline.PodGroupCreated, Group: g, MinCount: n, Policy: "gang", DisruptionMode: "single"})
-		l.CreatePods(ctx, t, Members(g, n, gpus)...)
+		members[i] = Members(g, n, gpus)
 	}
+	var interleaved []scenarios.Member
+	for k := range n {
+		for i := range groups {
+			interleaved = append(interleaved, members[i][k])
+		}
+	}
+	l.CreatePods(ctx, t, interleaved...)
 }
 
 // fltNames lists the lane's pods (canaries excluded: they come and go on purpose) and PodGroups.
