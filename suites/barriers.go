@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -145,6 +146,7 @@ func barrierFeatures() []Feature {
 		},
 		bmGateFeature("gang", 3, "BAR-10", "BAR-11"),
 		bmGateFeature("basic", 0, "BAR-12", "BAR-13"),
+		bmGateJoinsFeature(),
 		{
 			Suite: "barriers", Name: "barriers: members of other schedulers are ignored", Lane: one,
 			Steps: []Step{
@@ -270,6 +272,46 @@ func bmGateFeature(kind string, minCount int32, holdID, releaseID string) Featur
 						t.Fatalf("remove the scheduling gate of %s: %v", ms[0].Name, err)
 					}
 					l.WaitBound(ctx, t, l.env.d(30*time.Second), names(ms)...)
+					l.WaitCondition(ctx, t, l.env.d(30*time.Second), group, metav1.ConditionTrue, "Scheduled")
+				}},
+		},
+	}
+}
+
+// bmGateJoinsFeature: a gated member joins a gang the scheduler has already tried and found short
+// of room. The entity must become gated as a whole (gang-semantics §3.2: PreEnqueue runs per pod and
+// one gated pod gates the entity; upstream's queueing case "an active group becomes gated when a
+// gated member is added"), so room appearing afterwards must not place the others.
+func bmGateJoinsFeature() Feature {
+	const group = "busy"
+	ms := Members(group, 3, 2)
+	late := scenarios.Member{Name: group + "-3", Group: group, GPUs: 2, Labels: map[string]string{"group": group}, Gated: true}
+	all := append(names(ms), late.Name)
+	return Feature{
+		Suite: "barriers", Name: "barriers: a gated member joins a gang already being scheduled", Lane: LaneSpec{Nodes: 1, GPUsPerNode: 8},
+		Steps: []Step{
+			{A: Assertion{ID: "BAR-19", Statement: "a gang (minCount 3) found short of room is joined by a member with spec.schedulingGates; once room appears none of the 4 binds for 10s and all wait as gated", Ref: bmSemRef + "A.6; §3.2; upstream queueing_test \"active group becomes gated\""},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					wall := scenarios.Member{Name: "wall", GPUs: 8}
+					l.CreatePods(ctx, t, wall)
+					l.WaitBound(ctx, t, l.env.d(60*time.Second), wall.Name)
+					l.CreatePodGroup(ctx, t, scenarios.Group{Name: group, MinCount: 3})
+					l.CreatePods(ctx, t, ms...)
+					l.WaitCondition(ctx, t, l.env.d(45*time.Second), group, metav1.ConditionFalse, "Unschedulable")
+					// One pod informer carries both changes, so the scheduler sees the gated member
+					// join before it sees the room.
+					l.CreatePods(ctx, t, late)
+					bmRemovePod(ctx, t, l, wall.Name)
+					bmHoldFor(ctx, t, l, l.env.d(bmHoldWindow), bmHold{Unbound: all})
+					bmProveLooking(ctx, t, l, "gated", len(all))
+				}},
+			{A: Assertion{ID: "BAR-20", Statement: "removing that member's scheduling gate binds all 4 and the PodGroup becomes True/Scheduled", Ref: bmSemRef + "A.6"},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					patch := []byte(`[{"op":"replace","path":"/spec/schedulingGates","value":[]}]`)
+					if _, err := l.Client.CoreV1().Pods(l.Name).Patch(ctx, late.Name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+						t.Fatalf("remove the scheduling gate of %s: %v", late.Name, err)
+					}
+					l.WaitBound(ctx, t, l.env.d(30*time.Second), all...)
 					l.WaitCondition(ctx, t, l.env.d(30*time.Second), group, metav1.ConditionTrue, "Scheduled")
 				}},
 		},
@@ -449,6 +491,20 @@ func bmDeletePod(ctx context.Context, t *testing.T, l *Lane, name string) {
 	if err := l.Client.CoreV1().Pods(l.Name).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatalf("delete pod %s: %v", name, err)
 	}
+}
+
+// bmRemovePod deletes a pod at once and waits until it is gone, so that the room it held is free
+// when the caller goes on.
+func bmRemovePod(ctx context.Context, t *testing.T, l *Lane, name string) {
+	t.Helper()
+	bmDeletePod(ctx, t, l, name)
+	Eventually(ctx, t, l.env.d(30*time.Second), "pod "+name+" gone", func(ctx context.Context) (bool, string, error) {
+		_, err := l.Client.CoreV1().Pods(l.Name).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		return false, "still present", err
+	})
 }
 
 func bmHasPodScheduled(p *corev1.Pod) bool {

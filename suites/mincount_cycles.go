@@ -104,5 +104,56 @@ func minCountCycleFeatures() []Feature {
 					}},
 			},
 		},
+		{
+			Suite: "mincount", Name: "mincount: raising minCount of a gang short of room", Lane: one,
+			Steps: []Step{
+				{A: Assertion{ID: "MIN-20", Statement: fmt.Sprintf("4 members of minCount 3 on room for 1 are False/Unschedulable; after raising minCount to 4, room for 3 binds none (the next cycle reports \"minCount (4)\" within %s and nothing binds for 5s), and room for all 4 binds them within %s", mcRequeueBound, mcRequeueBound), Ref: bmSemRef + "§3.3 (a raised minCount does not requeue, but the next cycle reads it); §3.4 PlacementFeasible"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						// Two walls leave 2 of 8 GPUs: removing the first leaves room for 3 members
+						// (enough for the old minCount, not the new one), the second for all 4.
+						walls := []scenarios.Member{{Name: "wall-a", GPUs: 4}, {Name: "wall-b", GPUs: 2}}
+						l.CreatePods(ctx, t, walls...)
+						l.WaitBound(ctx, t, l.env.d(60*time.Second), names(walls)...)
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "rise", MinCount: 3})
+						ms := Members("rise", 4, 2)
+						l.CreatePods(ctx, t, ms...)
+						l.WaitCondition(ctx, t, l.env.d(45*time.Second), "rise", metav1.ConditionFalse, "Unschedulable")
+						mcPatchMinCount(ctx, t, l, "rise", 4)
+
+						freed := time.Now()
+						bmRemovePod(ctx, t, l, walls[0].Name)
+						// Any member's FailedScheduling naming the new minCount proves the cycle after
+						// the room appeared read it (the message of the old one says minCount (3)).
+						Eventually(ctx, t, l.env.d(mcRequeueBound), "a FailedScheduling of a member naming minCount (4)", func(ctx context.Context) (bool, string, error) {
+							evs, err := l.Events(ctx, "")
+							if err != nil {
+								return false, "", err
+							}
+							var seen []string
+							for _, e := range evs {
+								if e.Reason != "FailedScheduling" || !strings.HasPrefix(e.InvolvedObject.Name, "rise-") {
+									continue
+								}
+								if strings.Contains(e.Message, "minCount (4)") {
+									return true, "", nil
+								}
+								seen = append(seen, e.Message)
+							}
+							return false, fmt.Sprintf("FailedScheduling messages: %q", seen), nil
+						})
+						t.Logf("measurement rejectedAfterRoomSeconds=%.3f", time.Since(freed).Seconds())
+						bmHoldFor(ctx, t, l, l.env.d(5*time.Second), bmHold{Unbound: names(ms)})
+
+						freed = time.Now()
+						bmRemovePod(ctx, t, l, walls[1].Name)
+						l.WaitBound(ctx, t, l.env.d(60*time.Second), names(ms)...)
+						took := time.Since(freed)
+						t.Logf("measurement bindAfterRoomSeconds=%.3f", took.Seconds())
+						if took > mcRequeueBound {
+							t.Errorf("the gang bound %s after room for all 4 appeared, want within %s", took.Round(time.Millisecond), mcRequeueBound)
+						}
+					}},
+			},
+		},
 	}
 }

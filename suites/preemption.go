@@ -11,10 +11,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -46,6 +48,7 @@ const (
 	metricWAPAttempts = "scheduler_workload_preemption_attempts_total"
 
 	// Class values (gang-semantics §11.C.16): victims 100, preemptors 1000, blockers above both.
+	lowestValue  = 50
 	lowValue     = 100
 	highValue    = 1000
 	blockerValue = 2000
@@ -761,6 +764,25 @@ func reprieveFeatures() []Feature {
 			},
 		},
 		{
+			Suite: "preemption", Name: "reprieve: a PodDisruptionBudget is respected before priority", Lane: lane,
+			Steps: []Step{
+				{A: Assertion{ID: "PRE-23", Statement: "of two standalone victims that each free enough, the one a PodDisruptionBudget protects (disruptionsAllowed 0) is reprieved even though its priority is the lower; the unprotected one is preempted", Ref: preRef + "19; §5.1 reprieve (PDB-violating victims are tried first); §5.5"},
+					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						lowest := l.PriorityClass(ctx, t, "lowest", lowestValue, false)
+						low := l.PriorityClass(ctx, t, "low", lowValue, false)
+						high := l.PriorityClass(ctx, t, "high", highValue, false)
+						// By priority alone "plain" (100) is the more important victim and would be
+						// reprieved, "guarded" (50) preempted; the budget must reverse that.
+						guarded := scenarios.Member{Name: "guarded", GPUs: 2, PriorityClassName: lowest, Labels: map[string]string{"app": "guarded"}}
+						plain := scenarios.Member{Name: "plain", GPUs: 2, PriorityClassName: low}
+						l.CreatePods(ctx, t, guarded, plain)
+						l.WaitBound(ctx, t, l.env.d(60*time.Second), guarded.Name, plain.Name)
+						prePDB(ctx, t, l, "guarded", map[string]string{"app": "guarded"})
+						preemptAndCheck(ctx, t, l, high, plain.Name, []string{guarded.Name})
+					}},
+			},
+		},
+		{
 			Suite: "preemption", Name: "reprieve: a smaller group goes before a larger one", Lane: lane,
 			Steps: []Step{
 				{A: Assertion{ID: "PRE-13", Statement: "of two equal-priority disruptionMode-all groups that each free enough, the one with fewer pods is preempted (even when it is older)", Ref: preRef + "19; §5.1 reprieve"},
@@ -778,6 +800,30 @@ func reprieveFeatures() []Feature {
 			},
 		},
 	}
+}
+
+// prePDB creates a PodDisruptionBudget of minAvailable 1 over the selected pods and waits until
+// the disruption controller reports that none may be disrupted, so that the scheduler's view of it
+// is settled before a preemptor arrives (gang-semantics §5.1 reads status.disruptionsAllowed).
+func prePDB(ctx context.Context, t *testing.T, l *Lane, name string, selector map[string]string) {
+	t.Helper()
+	one := intstr.FromInt32(1)
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.Name},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: selector}},
+	}
+	if _, err := l.Client.PolicyV1().PodDisruptionBudgets(l.Name).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create PodDisruptionBudget %s: %v", name, err)
+	}
+	Eventually(ctx, t, l.env.d(30*time.Second), "PodDisruptionBudget "+name+" observed with 1 healthy pod and 0 disruptions allowed", func(ctx context.Context) (bool, string, error) {
+		got, err := l.Client.PolicyV1().PodDisruptionBudgets(l.Name).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		st := got.Status
+		state := fmt.Sprintf("observedGeneration %d, currentHealthy %d, disruptionsAllowed %d", st.ObservedGeneration, st.CurrentHealthy, st.DisruptionsAllowed)
+		return st.ObservedGeneration == got.Generation && st.CurrentHealthy == 1 && st.DisruptionsAllowed == 0, state, nil
+	})
 }
 
 // equalPriorityFeature is §11.C.20. The shared priority is 0, the lowest any pod of the cluster has,

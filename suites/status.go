@@ -339,12 +339,28 @@ func statusFeatures() []Feature {
 					})
 					protected = true
 				}},
+			{A: Assertion{ID: "STA-16", Statement: "a member created for that terminating PodGroup is still scheduled: the scheduler ignores the deletionTimestamp and the two bound members make the quorum", Ref: ref("26", "§8 (the scheduler ignores PodGroup deletionTimestamps); §3.3 AllPodsCount")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					if !protected {
+						t.Skip("needs the terminating PodGroup STA-08 establishes")
+					}
+					late := scenarios.Member{Name: "gang-2", Group: "gang", GPUs: 1}
+					l.CreatePods(ctx, t, late)
+					l.WaitBound(ctx, t, l.env.d(30*time.Second), late.Name)
+					pg, err := l.PodGroup(ctx, "gang")
+					if err != nil {
+						t.Fatalf("PodGroup gang after its new member bound: %v", err)
+					}
+					if pg.DeletionTimestamp == nil {
+						t.Errorf("PodGroup gang lost its deletionTimestamp")
+					}
+				}},
 			{A: Assertion{ID: "STA-09", Statement: "deleting the members lets the terminating PodGroup disappear", Ref: ref("26", "§8")},
 				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
 					if !protected {
 						t.Skip("needs the terminating PodGroup STA-08 establishes")
 					}
-					for _, n := range []string{"gang-0", "gang-1"} {
+					for _, n := range []string{"gang-0", "gang-1", "gang-2"} {
 						if err := l.Client.CoreV1().Pods(l.Name).Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil && !apierrors.IsNotFound(err) {
 							t.Fatalf("delete pod %s: %v", n, err)
 						}
@@ -359,6 +375,51 @@ func statusFeatures() []Feature {
 						}
 						return false, fmt.Sprintf("still present, finalizers %v", pg.Finalizers), nil
 					})
+				}},
+		},
+	}
+
+	// A PodGroup that is really gone while its members live (its finalizer removed by hand, as a
+	// user does to unstick a deletion): the scheduler's DeletePodGroup sends new members back to
+	// the incomplete queue, and a PodGroup of the same name picks up the bound ones again.
+	var orphaned bool
+	gone := Feature{
+		Suite: suite, Name: "podgroup deleted under its bound members", Lane: lane,
+		Steps: []Step{
+			{A: Assertion{ID: "STA-17", Statement: "after a PodGroup is removed (finalizer stripped) under its 2 bound members, a new member referencing it stays Pending untouched for 10s (no event, no condition) in the incomplete queue", Ref: ref("26", "§3.2 (DeletePodGroup sends pods back to incomplete); §1.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "gone", MinCount: 2})
+					ms := Members("gone", 2, 1)
+					l.CreatePods(ctx, t, ms...)
+					l.WaitBound(ctx, t, l.env.d(60*time.Second), names(ms)...)
+					if err := l.Gang.PodGroups(l.Name).Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+						t.Fatalf("delete PodGroup: %v", err)
+					}
+					// kubectl patch podgroup gone --type=merge -p '{"metadata":{"finalizers":null}}'
+					if _, err := l.Gang.PodGroups(l.Name).Patch(ctx, "gone", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+						t.Fatalf("remove the finalizers of PodGroup gone: %v", err)
+					}
+					Eventually(ctx, t, l.env.d(30*time.Second), "PodGroup gone removed", func(ctx context.Context) (bool, string, error) {
+						_, err := l.PodGroup(ctx, "gone")
+						if apierrors.IsNotFound(err) {
+							return true, "", nil
+						}
+						return false, "still present", err
+					})
+					late := scenarios.Member{Name: "gone-2", Group: "gone", GPUs: 1}
+					l.CreatePods(ctx, t, late)
+					bmHoldFor(ctx, t, l, l.env.d(bmHoldWindow), bmHold{Untouched: []string{late.Name}})
+					bmProveLooking(ctx, t, l, "incomplete", 1)
+					orphaned = true
+				}},
+			{A: Assertion{ID: "STA-18", Statement: "recreating the PodGroup with minCount 3 binds the new member: the 2 members still bound count toward its quorum", Ref: ref("26", "§3.2 (AddPodGroup); §3.3 AllPodsCount counts assigned members")},
+				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+					if !orphaned {
+						t.Skip("needs the orphaned member STA-17 establishes")
+					}
+					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "gone", MinCount: 3})
+					l.WaitBound(ctx, t, l.env.d(30*time.Second), "gone-2")
+					l.WaitCondition(ctx, t, l.env.d(30*time.Second), "gone", metav1.ConditionTrue, "Scheduled")
 				}},
 		},
 	}
@@ -471,7 +532,7 @@ func statusFeatures() []Feature {
 				}},
 		},
 	}
-	return []Feature{stays, generation, writerFeature, protection, losses, restart, basic}
+	return []Feature{stays, generation, writerFeature, protection, gone, losses, restart, basic}
 }
 
 // staStatusPatch selects PodGroup status patches in apiserver_request_total.

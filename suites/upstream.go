@@ -52,12 +52,13 @@ func RunUpstream(ctx context.Context, bin, kubeconfig, dir string) ([]UpstreamSp
 		return nil, err
 	}
 	defer logf.Close()
-	// Upstream's pods run the e2e pause image from upstream's registry, which no node here can pull.
-	// The framework reads its registries from KUBE_TEST_REPO_LIST: pointing it at gangbench's own
-	// names gives the pause image gangbench's kind node image preloads under that tag (kwok nodes
-	// pull nothing).
+	// Upstream's pods run the e2e pause and busybox images from upstream's registries, which no
+	// node here can pull. The framework reads its registries from KUBE_TEST_REPO_LIST: pointing
+	// both at gangbench's own names gives the images gangbench's kind node image preloads under
+	// those tags (kwok nodes pull nothing).
 	repoList := filepath.Join(dir, "repo-list.yaml")
-	if err := os.WriteFile(repoList, []byte("gcRegistry: "+path.Dir(fakegpu.PodImage)+"\n"), 0o644); err != nil {
+	own := path.Dir(fakegpu.PodImage)
+	if err := os.WriteFile(repoList, []byte("gcRegistry: "+own+"\npromoterE2eRegistry: "+own+"\n"), 0o644); err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, bin, "--kubeconfig="+kubeconfig, "--provider=skeleton",

@@ -222,6 +222,9 @@ func (g *GoBuilder) EtcdVersionFor(ctx context.Context, kubeVersion string) (str
 	return v, nil
 }
 
+// KubernetesModule is the module path of Kubernetes' source, for callers that read files of it.
+const KubernetesModule = kubernetesModule
+
 const (
 	kubernetesModule = "k8s.io/kubernetes"
 	etcdServerModule = "go.etcd.io/etcd/server/v3"

@@ -46,7 +46,7 @@ const (
 	// component images under ImageRepository.
 	Repository = "gangbench.dev/kind-node"
 	// recipeRevision changes whenever the assembly below changes what an image contains.
-	recipeRevision = "3"
+	recipeRevision = "4"
 	// cacheName is the node images' directory in the binary cache.
 	cacheName = "kind-node"
 	// LabelKey is the image label holding the content key.
@@ -357,6 +357,14 @@ func (b *build) assemble(ctx context.Context, in inputs, dir string, img *Image)
 		return fmt.Errorf("kind base files: %w", err)
 	}
 
+	k8sDir, err := b.gb.ModuleDir(ctx, k8sbin.KubernetesModule, b.version)
+	if err != nil {
+		return fmt.Errorf("kubernetes source (for the e2e image tags): %w", err)
+	}
+	busybox, err := e2eBusyBoxTag(k8sDir)
+	if err != nil {
+		return err
+	}
 	refs, err := kubeadmImages(ctx, bin(k8sbin.TargetKubernetesNode, k8sbin.KubeadmBinary), b.version)
 	if err != nil {
 		return err
@@ -374,6 +382,9 @@ func (b *build) assemble(ctx context.Context, in inputs, dir string, img *Image)
 		// kubeadm asks for, which can name another patch release.
 		{Name: "etcd", Tags: []string{kubeadmTag(refs, "etcd", etcdTag(set.EtcdVersion))}, Binary: set.Etcd, BinaryPath: "/usr/local/bin/etcd"},
 		{Name: "pause", Tags: []string{k8sbin.PauseVersionOf(b.version)}, Aliases: []string{sandbox, fakegpu.PodImage}, Binary: bin(k8sbin.TargetPause, k8sbin.PauseBinary), BinaryPath: "/pause"},
+		// Upstream's e2e busybox (see e2eimages.go): the node's root filesystem, pausing when run
+		// without a command.
+		{Name: "busybox", Tags: []string{busybox}, Binary: bin(k8sbin.TargetPause, k8sbin.PauseBinary), BinaryPath: "/usr/local/bin/pause", OnRootfs: true},
 	}
 	if err := checkKubeadmImages(refs, comps); err != nil {
 		return err
