@@ -212,23 +212,54 @@ func (w *fltWatch) binds() []timeline.Event {
 func fltWaitGangs(ctx context.Context, t *testing.T, l *Lane, n, whole int, groups []string) []string {
 	t.Helper()
 	var bound []string
+	var hopeless string
+	var hopelessSince time.Time
 	Eventually(ctx, t, l.env.d(90*time.Second), fmt.Sprintf("%d of gangs %v bound whole (%d members each), the rest not at all", whole, groups, n), func(ctx context.Context) (bool, string, error) {
 		o, err := l.Observe(ctx)
 		if err != nil {
 			return false, "", err
 		}
 		bound = bound[:0]
+		var split []string
 		for _, g := range groups {
 			switch o.Bound(g) {
 			case n:
 				bound = append(bound, g)
 			case 0:
 			default:
-				return false, o.String(), nil
+				split = append(split, g)
 			}
 		}
-		return len(bound) == whole, o.String(), nil
+		if len(split) == 0 {
+			hopelessSince = time.Time{}
+			return len(bound) == whole, o.String(), nil
+		}
+		// A split gang whose missing members can no longer bind stays split: stop once that is
+		// certain, as WaitBound does, instead of running to the timeout.
+		pods, err := l.Pods(ctx)
+		if err != nil {
+			return false, o.String(), err
+		}
+		var unbound []string
+		for _, p := range pods {
+			if p.Spec.NodeName == "" && slices.ContainsFunc(split, func(g string) bool { return strings.HasPrefix(p.Name, g+"-") }) {
+				unbound = append(unbound, p.Name)
+			}
+		}
+		switch why := l.cannotBind(pods, unbound); {
+		case why == "":
+			hopelessSince = time.Time{}
+		case hopelessSince.IsZero():
+			hopelessSince = time.Now()
+		case time.Since(hopelessSince) >= certainFor:
+			hopeless = fmt.Sprintf("gangs %v are split and %s; last seen: %s", split, why, o)
+			return true, "", nil
+		}
+		return false, o.String(), nil
 	})
+	if hopeless != "" {
+		t.Fatalf("the gangs cannot become whole any more, so the wait stopped early: %s", hopeless)
+	}
 	return bound
 }
 
