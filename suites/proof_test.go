@@ -105,14 +105,17 @@ func proveGangSchedulingOff(t *testing.T, args ...string) {
 // TestConformanceKind runs every suite on a kind cluster when a container engine answers: real
 // kubelets with the device plugin next to kwok lanes. Everything that passes on local must pass
 // there (or skip with a reason that names what kind lacks, which the suites record).
+//
+// Upstream's gang specs run there too: their pods use the e2e busybox and pause images, which only
+// gangbench's node image provides (no registry is reachable), so this also proves those images work.
 func TestConformanceKind(t *testing.T) {
 	skipUnlessProof(t)
 	skipWithoutEngine(t)
-	err, out, failed := runSuiteBinary(t, "^Test(Experiments|Barriers|MinCount|Preemption|Status|Validation|Observability|Faults)$", "-provider", "kind")
+	err, out, failed := runSuiteBinary(t, "^Test(Experiments|Barriers|MinCount|Preemption|Status|Validation|Observability|Faults|Upstream)$", "-provider", "kind", "-upstream-binary", upstreamBinary(t))
 	if err != nil || len(failed) > 0 {
 		t.Errorf("the suites on kind: %v; failed assertions %v\n%s", err, failed, tail(out, 80))
 	}
-	for _, test := range append(behavioural, "TestValidation") {
+	for _, test := range append(behavioural, "TestValidation", "TestUpstream") {
 		if !strings.Contains(out, "--- PASS: "+test+" ") {
 			t.Errorf("%s did not pass on kind", test)
 		}

@@ -11,10 +11,15 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/results"
@@ -28,6 +33,31 @@ import (
 
 // UpstreamLabelFilter selects upstream's gang specs.
 const UpstreamLabelFilter = "FeatureGate:GenericWorkload"
+
+// nodesHoldImage says whether any node of the cluster reports an image whose name starts with
+// prefix (node.status.images, which kubelets fill and kwok leaves empty).
+func nodesHoldImage(ctx context.Context, kubeconfig, prefix string) (bool, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return false, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return false, err
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, fmt.Errorf("list nodes: %w", err)
+	}
+	for _, n := range nodes.Items {
+		for _, img := range n.Status.Images {
+			if slices.ContainsFunc(img.Names, func(name string) bool { return strings.HasPrefix(name, prefix) }) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
 
 // UpstreamSpec is one upstream spec's result.
 type UpstreamSpec struct {
@@ -56,9 +86,19 @@ func RunUpstream(ctx context.Context, bin, kubeconfig, dir string) ([]UpstreamSp
 	// node here can pull. The framework reads its registries from KUBE_TEST_REPO_LIST: pointing
 	// both at gangbench's own names gives the images gangbench's kind node image preloads under
 	// those tags (kwok nodes pull nothing).
+	// The busybox mapping only where a node holds gangbench's busybox: on a kindest/node cluster the
+	// user's engine can pull upstream's own.
 	repoList := filepath.Join(dir, "repo-list.yaml")
 	own := path.Dir(fakegpu.PodImage)
-	if err := os.WriteFile(repoList, []byte("gcRegistry: "+own+"\npromoterE2eRegistry: "+own+"\n"), 0o644); err != nil {
+	list := "gcRegistry: " + own + "\n"
+	hasOwn, err := nodesHoldImage(ctx, kubeconfig, own+"/busybox:")
+	if err != nil {
+		return nil, err
+	}
+	if hasOwn {
+		list += "promoterE2eRegistry: " + own + "\n"
+	}
+	if err := os.WriteFile(repoList, []byte(list), 0o644); err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, bin, "--kubeconfig="+kubeconfig, "--provider=skeleton",
