@@ -46,6 +46,7 @@ func TestClassifyKnownIssue(t *testing.T) {
 		{"the v1.37.2 race", []monitor.Violation{bug}, before, "v1.37.2", true},
 		{"same pattern on a version without the known bug fails", []monitor.Violation{bug}, before, "v1.38.0", false},
 		{"v1.37.1 was never seen racing", []monitor.Violation{bug}, before, "v1.37.1", false},
+		{"the same race seen on v1.36.3", []monitor.Violation{bug}, before, "v1.36.3", true},
 		{"a fork built as v0.0.0-master fails", []monitor.Violation{bug}, before, "v0.0.0-master", false},
 		{"a late regression is not the race", []monitor.Violation{regression(5*time.Second, "Unschedulable", msg)}, before, "v1.37.2", false},
 		{"a SchedulerError regression is not the race", []monitor.Violation{regression(10*time.Millisecond, "SchedulerError", "pod group is unschedulable")}, before, "v1.37.2", false},
