@@ -364,7 +364,16 @@ func (p *Provider) destroy(ctx context.Context, st *state) error {
 		// Never "": kind would then edit $KUBECONFIG or ~/.kube/config.
 		kubeconfig = filepath.Join(clusterDir(p.opts.StateDir, st.Name), "kubeconfig")
 	}
-	if err := p.newKind(st.Engine).Delete(st.Name, kubeconfig); err != nil {
+	err := p.newKind(st.Engine).Delete(st.Name, kubeconfig)
+	if err != nil {
+		// A node that cannot be killed because a cgroup in it stayed frozen (thaw.go): thaw, retry.
+		if n, terr := p.thawNodes(ctx, st.Engine, st.Name); n > 0 {
+			err = p.newKind(st.Engine).Delete(st.Name, kubeconfig)
+		} else if terr != nil {
+			err = errors.Join(err, fmt.Errorf("thawing its nodes' cgroups: %w", terr))
+		}
+	}
+	if err != nil {
 		errs = append(errs, fmt.Errorf("delete kind cluster %q: %w", st.Name, err))
 		return errors.Join(errs...)
 	}
