@@ -176,7 +176,7 @@ func TestUpstream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	start := time.Now()
-	specs, err := suites.RunUpstream(ctx, *upstreamBin, harness.Kubeconfig(), dir)
+	specs, err := suites.RunUpstream(ctx, harness.Env.Client, *upstreamBin, harness.Kubeconfig(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -213,7 +213,7 @@ func fltWaitGangs(ctx context.Context, t *testing.T, l *Lane, n, whole int, grou
 	t.Helper()
 	var bound []string
 	var hopeless string
-	var hopelessSince time.Time
+	var certain certainty
 	Eventually(ctx, t, l.env.d(90*time.Second), fmt.Sprintf("%d of gangs %v bound whole (%d members each), the rest not at all", whole, groups, n), func(ctx context.Context) (bool, string, error) {
 		o, err := l.Observe(ctx)
 		if err != nil {
@@ -231,7 +231,7 @@ func fltWaitGangs(ctx context.Context, t *testing.T, l *Lane, n, whole int, grou
 			}
 		}
 		if len(split) == 0 {
-			hopelessSince = time.Time{}
+			certain.held("")
 			return len(bound) == whole, o.String(), nil
 		}
 		// A split gang whose missing members can no longer bind stays split: stop once that is
@@ -246,12 +246,7 @@ func fltWaitGangs(ctx context.Context, t *testing.T, l *Lane, n, whole int, grou
 				unbound = append(unbound, p.Name)
 			}
 		}
-		switch why := l.cannotBind(pods, unbound); {
-		case why == "":
-			hopelessSince = time.Time{}
-		case hopelessSince.IsZero():
-			hopelessSince = time.Now()
-		case time.Since(hopelessSince) >= certainFor:
+		if why := l.cannotBind(pods, unbound); certain.held(why) {
 			hopeless = fmt.Sprintf("gangs %v are split and %s; last seen: %s", split, why, o)
 			return true, "", nil
 		}

@@ -365,16 +365,7 @@ func statusFeatures() []Feature {
 							t.Fatalf("delete pod %s: %v", n, err)
 						}
 					}
-					Eventually(ctx, t, l.env.d(45*time.Second), "PodGroup gang gone", func(ctx context.Context) (bool, string, error) {
-						pg, err := l.PodGroup(ctx, "gang")
-						if apierrors.IsNotFound(err) {
-							return true, "", nil
-						}
-						if err != nil {
-							return false, "", err
-						}
-						return false, fmt.Sprintf("still present, finalizers %v", pg.Finalizers), nil
-					})
+					staWaitGone(ctx, t, l, l.env.d(45*time.Second), "gang")
 				}},
 		},
 	}
@@ -399,13 +390,7 @@ func statusFeatures() []Feature {
 					if _, err := l.Gang.PodGroups(l.Name).Patch(ctx, "gone", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
 						t.Fatalf("remove the finalizers of PodGroup gone: %v", err)
 					}
-					Eventually(ctx, t, l.env.d(30*time.Second), "PodGroup gone removed", func(ctx context.Context) (bool, string, error) {
-						_, err := l.PodGroup(ctx, "gone")
-						if apierrors.IsNotFound(err) {
-							return true, "", nil
-						}
-						return false, "still present", err
-					})
+					staWaitGone(ctx, t, l, l.env.d(30*time.Second), "gone")
 					late := scenarios.Member{Name: "gone-2", Group: "gone", GPUs: 1}
 					l.CreatePods(ctx, t, late)
 					bmHoldFor(ctx, t, l, l.env.d(bmHoldWindow), bmHold{Untouched: []string{late.Name}})
@@ -533,6 +518,21 @@ func statusFeatures() []Feature {
 		},
 	}
 	return []Feature{stays, generation, writerFeature, protection, gone, losses, restart, basic}
+}
+
+// staWaitGone waits until the PodGroup no longer exists, reporting its finalizers while it does.
+func staWaitGone(ctx context.Context, t *testing.T, l *Lane, timeout time.Duration, group string) {
+	t.Helper()
+	Eventually(ctx, t, timeout, "PodGroup "+group+" gone", func(ctx context.Context) (bool, string, error) {
+		pg, err := l.PodGroup(ctx, group)
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		return false, fmt.Sprintf("still present, finalizers %v", pg.Finalizers), nil
+	})
 }
 
 // staStatusPatch selects PodGroup status patches in apiserver_request_total.

@@ -19,7 +19,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/results"
@@ -36,15 +35,7 @@ const UpstreamLabelFilter = "FeatureGate:GenericWorkload"
 
 // nodesHoldImage says whether any node of the cluster reports an image whose name starts with
 // prefix (node.status.images, which kubelets fill and kwok leaves empty).
-func nodesHoldImage(ctx context.Context, kubeconfig, prefix string) (bool, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return false, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return false, err
-	}
+func nodesHoldImage(ctx context.Context, cs kubernetes.Interface, prefix string) (bool, error) {
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return false, fmt.Errorf("list nodes: %w", err)
@@ -67,12 +58,12 @@ type UpstreamSpec struct {
 	Message  string
 }
 
-// RunUpstream runs the upstream spec binary against the cluster of kubeconfig, writing its JUnit
-// report and log into dir, and returns the specs that ran (and any suite-level step that failed),
-// sorted by name. A non-zero exit with a readable report is not an error: failed specs say why.
-// The specs create PriorityClasses and patch an extended resource onto a node, so nothing else
-// may run on the cluster meanwhile.
-func RunUpstream(ctx context.Context, bin, kubeconfig, dir string) ([]UpstreamSpec, error) {
+// RunUpstream runs the upstream spec binary against the cluster of kubeconfig (cs is a client of
+// the same cluster), writing its JUnit report and log into dir, and returns the specs that ran
+// (and any suite-level step that failed), sorted by name. A non-zero exit with a readable report is
+// not an error: failed specs say why. The specs create PriorityClasses and patch an extended
+// resource onto a node, so nothing else may run on the cluster meanwhile.
+func RunUpstream(ctx context.Context, cs kubernetes.Interface, bin, kubeconfig, dir string) ([]UpstreamSpec, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -91,7 +82,7 @@ func RunUpstream(ctx context.Context, bin, kubeconfig, dir string) ([]UpstreamSp
 	repoList := filepath.Join(dir, "repo-list.yaml")
 	own := path.Dir(fakegpu.PodImage)
 	list := "gcRegistry: " + own + "\n"
-	hasOwn, err := nodesHoldImage(ctx, kubeconfig, own+"/busybox:")
+	hasOwn, err := nodesHoldImage(ctx, cs, own+"/busybox:")
 	if err != nil {
 		return nil, err
 	}

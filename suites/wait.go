@@ -215,7 +215,7 @@ func (l *Lane) WaitBound(ctx context.Context, t testing.TB, timeout time.Duratio
 	t.Helper()
 	var spread time.Duration
 	var hopeless string
-	var hopelessSince time.Time
+	var certain certainty
 	Eventually(ctx, t, timeout, fmt.Sprintf("pods %v bound and their Scheduled events recorded", names), func(ctx context.Context) (bool, string, error) {
 		pods, err := l.Pods(ctx)
 		if err != nil {
@@ -232,13 +232,7 @@ func (l *Lane) WaitBound(ctx context.Context, t testing.TB, timeout time.Duratio
 			// A red run should take about as long as a green one: once the outcome is certain the
 			// wait stops instead of running to its timeout (the stop only ends this poll; Eventually
 			// is told it is done and the caller fails below).
-			why := l.cannotBind(pods, missing)
-			switch {
-			case why == "":
-				hopelessSince = time.Time{}
-			case hopelessSince.IsZero():
-				hopelessSince = time.Now()
-			case time.Since(hopelessSince) >= certainFor:
+			if why := l.cannotBind(pods, missing); certain.held(why) {
 				hopeless = why
 				return true, "", nil
 			}
@@ -283,6 +277,23 @@ func (l *Lane) WaitBound(ctx context.Context, t testing.TB, timeout time.Duratio
 // certainFor is how long the state that makes a wait hopeless must hold before the wait stops: a
 // preemption or a deletion in flight shows for less than that.
 const certainFor = 3 * time.Second
+
+// certainty tracks, across the polls of one wait, how long a reason for hopelessness has held.
+type certainty struct{ since time.Time }
+
+// held records this poll's reason ("" while the wait can still succeed) and reports whether a
+// reason has held without a break for certainFor.
+func (c *certainty) held(why string) bool {
+	switch {
+	case why == "":
+		c.since = time.Time{}
+	case c.since.IsZero():
+		c.since = time.Now()
+	default:
+		return time.Since(c.since) >= certainFor
+	}
+	return false
+}
 
 // cannotBind says why the named unbound pods cannot all bind any more, or "" while they might: the
 // scheduler decided each of them unschedulable (PodScheduled=False, not a gate), together they need

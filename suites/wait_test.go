@@ -3,6 +3,7 @@ package suites
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -59,5 +60,19 @@ func TestCannotBind(t *testing.T) {
 				t.Errorf("the reason should say what is free: %q", why)
 			}
 		})
+	}
+}
+
+func TestCertaintyHeld(t *testing.T) {
+	var c certainty
+	if c.held("no room") {
+		t.Fatal("a reason seen once is not yet certain")
+	}
+	c.since = time.Now().Add(-certainFor)
+	if !c.held("no room") {
+		t.Fatal("a reason held for certainFor is certain")
+	}
+	if c.held("") || !c.since.IsZero() {
+		t.Fatal("a poll that can still succeed resets the clock")
 	}
 }
