@@ -38,7 +38,7 @@ func TestIntegrationFault(t *testing.T) {
 	skipShort(t)
 	for _, fault := range []string{"scheduler-kill@50%", "apiserver-restart@30%", "kwok-restart@50%", "gpu-unhealthy:allx4:3s@50%"} {
 		t.Run(fault, func(t *testing.T) {
-			scs, err := perf.LoadScenarios(perf.Selection{Refs: []string{"smoke"}}, scenario.Options{Nodes: 20, Params: map[string]string{"groups": "50"}})
+			scs, _, err := perf.LoadScenarios(perf.Selection{Refs: []string{"smoke"}}, scenario.Options{Nodes: 20, Params: map[string]string{"groups": "50"}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -173,7 +173,7 @@ func BenchmarkGang(b *testing.B) {
 	if v := os.Getenv("PERF_LABELS"); v != "" {
 		labels = strings.Split(v, ",")
 	}
-	scs, err := perf.LoadScenarios(perf.Selection{Labels: labels}, scenario.Options{Nodes: nodes})
+	scs, _, err := perf.LoadScenarios(perf.Selection{Labels: labels}, scenario.Options{Nodes: nodes})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -64,20 +64,34 @@ type Selection struct {
 	Labels []string
 }
 
+// Skipped is a scenario of a label-selected set that does not fit the requested cluster.
+type Skipped struct {
+	Name, File string
+	// Reason is the decoder's error for the requested cluster (file, line, field and value).
+	Reason string
+}
+
 // LoadScenarios resolves a selection into decoded scenarios. Every --param must be declared by at
 // least one selected scenario, or it is an error (a typo would otherwise silently do nothing).
-func LoadScenarios(sel Selection, opts scenario.Options) ([]*scenario.Scenario, error) {
+//
+// A scenario the user named is loaded or refused. A scenario of a label-selected set (the default
+// set of `make perf NODES=50`) that fits its own cluster but not the requested one (--nodes,
+// --gpus-per-node) is returned as skipped with the reason instead: a smaller first try then runs
+// what fits rather than nothing. Only when nothing fits is that an error.
+func LoadScenarios(sel Selection, opts scenario.Options) ([]*scenario.Scenario, []Skipped, error) {
 	if opts.Measurements == nil {
 		opts.Measurements = measure.Names()
 	}
 	type src struct {
 		file string
 		data []byte
+		// bySet: selected by label, so it may be skipped when it does not fit the cluster.
+		bySet bool
 	}
 	var srcs []src
 	lib, err := Library()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(sel.Refs) == 0 {
 		labels := sel.Labels
@@ -86,34 +100,40 @@ func LoadScenarios(sel Selection, opts scenario.Options) ([]*scenario.Scenario, 
 		}
 		for _, e := range lib {
 			if matchLabels(e.Labels, labels) {
-				srcs = append(srcs, src{e.File, e.Data})
+				srcs = append(srcs, src{e.File, e.Data, true})
 			}
 		}
 		if len(srcs) == 0 {
-			return nil, fmt.Errorf("no shipped scenario has labels %s (shipped: %s)", strings.Join(labels, ","), names(lib))
+			return nil, nil, fmt.Errorf("no shipped scenario has labels %s (shipped: %s)", strings.Join(labels, ","), names(lib))
 		}
 	}
 	for _, ref := range sel.Refs {
 		if isPath(ref) {
 			b, err := os.ReadFile(ref)
 			if err != nil {
-				return nil, fmt.Errorf("scenario %s: %w", ref, err)
+				return nil, nil, fmt.Errorf("scenario %s: %w", ref, err)
 			}
-			srcs = append(srcs, src{ref, b})
+			srcs = append(srcs, src{ref, b, false})
 			continue
 		}
 		i := slices.IndexFunc(lib, func(e LibraryEntry) bool { return e.Name == ref })
 		if i < 0 {
-			return nil, fmt.Errorf("no scenario file or shipped scenario named %q (shipped: %s)", ref, names(lib))
+			return nil, nil, fmt.Errorf("no scenario file or shipped scenario named %q (shipped: %s)", ref, names(lib))
 		}
-		srcs = append(srcs, src{lib[i].File, lib[i].Data})
+		srcs = append(srcs, src{lib[i].File, lib[i].Data, false})
 	}
 	var out []*scenario.Scenario
+	var skipped []Skipped
 	var errs []error
 	declared := map[string]bool{}
 	seen := map[string]string{}
 	for _, s := range srcs {
 		sc, err := scenario.Load(s.file, s.data, opts)
+		if err != nil && s.bySet && fitsOwnCluster(s.file, s.data, opts) {
+			name, _ := scenario.Peek(s.data)
+			skipped = append(skipped, Skipped{Name: name, File: s.file, Reason: err.Error()})
+			continue
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -133,10 +153,29 @@ func LoadScenarios(sel Selection, opts scenario.Options) ([]*scenario.Scenario, 
 			errs = append(errs, fmt.Errorf("--param %s: no selected scenario declares a parameter %q", k, k))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	if len(out) == 0 && len(skipped) > 0 && len(errs) == 0 {
+		var why []string
+		for _, sk := range skipped {
+			why = append(why, sk.Reason)
+		}
+		errs = append(errs, fmt.Errorf("no selected scenario fits the requested cluster:\n%s", strings.Join(why, "\n")))
 	}
-	return out, nil
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, err
+	}
+	return out, skipped, nil
+}
+
+// fitsOwnCluster reports whether a scenario that failed for the requested cluster loads with its
+// own cluster shape: then the cluster, not the file, is what does not fit.
+func fitsOwnCluster(file string, data []byte, opts scenario.Options) bool {
+	if opts.Nodes == 0 && opts.GPUsPerNode == 0 {
+		return false
+	}
+	own := opts
+	own.Nodes, own.GPUsPerNode = 0, 0
+	_, err := scenario.Load(file, data, own)
+	return err == nil
 }
 
 func isPath(ref string) bool {

@@ -20,7 +20,7 @@ func TestShippedScenarios(t *testing.T) {
 	}
 	for _, e := range lib {
 		t.Run(e.Name, func(t *testing.T) {
-			scs, err := LoadScenarios(Selection{Refs: []string{e.Name}}, scenario.Options{})
+			scs, _, err := LoadScenarios(Selection{Refs: []string{e.Name}}, scenario.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -41,9 +41,12 @@ func TestShippedScenarios(t *testing.T) {
 // TestDefaultSet is what `make perf NODES=500` loads; it must decode at 500 nodes, and include the
 // shapes the issue asks for.
 func TestDefaultSet(t *testing.T) {
-	scs, err := LoadScenarios(Selection{}, scenario.Options{Nodes: 500})
+	scs, skipped, err := LoadScenarios(Selection{}, scenario.Options{Nodes: 500})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(skipped) > 0 {
+		t.Errorf("at 500 nodes the whole default set fits; skipped %+v", skipped)
 	}
 	var names []string
 	for _, s := range scs {
@@ -58,7 +61,7 @@ func TestDefaultSet(t *testing.T) {
 		}
 	}
 	// The upstream shapes too large for the 10-minute default budget are shipped, not run by default.
-	up, err := LoadScenarios(Selection{Labels: []string{"upstream", "-default"}}, scenario.Options{Nodes: 5000})
+	up, _, err := LoadScenarios(Selection{Labels: []string{"upstream", "-default"}}, scenario.Options{Nodes: 5000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,15 +83,47 @@ func TestLoadScenariosErrors(t *testing.T) {
 		{Selection{Refs: []string{"gpu-gang-64x8"}}, scenario.Options{Nodes: 50}, "perf/scenarios/gpu-gang-64x8.yaml:19: phases[0].fill: 0.9 of 50 nodes × 8 GPUs (--nodes 50) is 360 GPUs, less than one group (512 GPUs)"},
 		{Selection{Refs: []string{"testdata/missing.yaml"}}, scenario.Options{}, "scenario testdata/missing.yaml: open testdata/missing.yaml: no such file or directory"},
 	} {
-		_, err := LoadScenarios(tc.sel, tc.opts)
+		_, _, err := LoadScenarios(tc.sel, tc.opts)
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%+v %+v:\n got %v\nwant prefix %s", tc.sel, tc.opts, err, tc.want)
 		}
 	}
 	// A file path works as well as a name.
-	scs, err := LoadScenarios(Selection{Refs: []string{"testdata/scenarios/valid-minimal.yaml"}}, scenario.Options{})
+	scs, _, err := LoadScenarios(Selection{Refs: []string{"testdata/scenarios/valid-minimal.yaml"}}, scenario.Options{})
 	if err != nil || scs[0].Name != "minimal" {
 		t.Errorf("file ref: %v %v", scs, err)
+	}
+}
+
+// TestDefaultSetSmallCluster is `make perf NODES=50`: the default set runs what fits 50 nodes and
+// reports the rest as skipped with the decoder's exact reason, while a scenario named explicitly
+// that does not fit stays an error (TestLoadScenariosErrors).
+func TestDefaultSetSmallCluster(t *testing.T) {
+	scs, skipped, err := LoadScenarios(Selection{}, scenario.Options{Nodes: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range scs {
+		names = append(names, s.Name)
+	}
+	if !slices.Contains(names, "smoke") || slices.Contains(names, "gpu-gang-64x8") {
+		t.Errorf("ran %v: smoke fits 50 nodes, gpu-gang-64x8 does not", names)
+	}
+	i := slices.IndexFunc(skipped, func(s Skipped) bool { return s.Name == "gpu-gang-64x8" })
+	if i < 0 {
+		t.Fatalf("gpu-gang-64x8 is not reported as skipped: %+v", skipped)
+	}
+	if want := "perf/scenarios/gpu-gang-64x8.yaml:19: phases[0].fill: 0.9 of 50 nodes × 8 GPUs (--nodes 50) is 360 GPUs, less than one group (512 GPUs)"; skipped[i].Reason != want || skipped[i].File != "perf/scenarios/gpu-gang-64x8.yaml" {
+		t.Errorf("skipped %+v, want reason %q", skipped[i], want)
+	}
+	// A file error that is not about the cluster's size is still an error: only a scenario that
+	// loads with its own shape can be skipped.
+	if _, _, err := LoadScenarios(Selection{}, scenario.Options{Nodes: 50, GPUsPerNode: 0, Params: map[string]string{"groups": "-1"}}); err == nil {
+		t.Error("a bad --param in the default set must stay an error")
+	}
+	if _, _, err := LoadScenarios(Selection{}, scenario.Options{Nodes: 1}); err == nil || !strings.Contains(err.Error(), "no selected scenario fits the requested cluster") {
+		t.Errorf("nothing fits 1 node, want an error saying so: %v", err)
 	}
 }
 

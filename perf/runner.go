@@ -71,7 +71,10 @@ type Options struct {
 	// PartialGrace: see timeline.DefaultPartialGrace.
 	PartialGrace time.Duration
 	// Faults are injected into every repetition's measured window (the cluster must have Control).
-	Faults   []Fault
+	Faults []Fault
+	// Skipped are scenarios of the selected set that do not fit the cluster; each is recorded as a
+	// skipped case with its reason, so the run says what it did not measure.
+	Skipped  []Skipped
 	Progress *Progress
 	Log      *slog.Logger
 }
@@ -770,6 +773,10 @@ func (r *runner) finish(runErr error, interrupted bool) {
 	}
 	objs = dedupe(append(objs, r.o.Objectives...))
 	run.Cases = slo.Evaluate(objs, run.DataItems)
+	for _, sk := range r.o.Skipped {
+		run.Cases = append(run.Cases, results.Case{ID: "SCENARIO", Suite: "scenarios", Name: "scenario fits the cluster [" + sk.Name + "]",
+			Verdict: results.Skip, Message: "not run, it does not fit this cluster: " + sk.Reason})
+	}
 	if runErr != nil {
 		run.Cases = append(run.Cases, results.Case{ID: "HARNESS", Suite: "harness", Name: "the benchmark ran to the end", Verdict: results.Error, Message: runErr.Error()})
 	}

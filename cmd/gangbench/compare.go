@@ -233,7 +233,7 @@ func (f *compareFlags) runBoth(ctx context.Context, g *globalOpts, root, runDir 
 		return nil
 	}
 	opts := scenario.Options{Nodes: f.cluster.nodes}
-	scs, err := perf.LoadScenarios(perf.Selection{Refs: f.scenarios}, opts)
+	scs, _, err := perf.LoadScenarios(perf.Selection{Refs: f.scenarios}, opts)
 	if err != nil {
 		return usageError{err}
 	}

@@ -181,7 +181,7 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 		}
 		source = ex
 	}
-	scs, err := perf.LoadScenarios(perf.Selection{Refs: f.scenarios, Labels: f.labels}, opts)
+	scs, skipped, err := perf.LoadScenarios(perf.Selection{Refs: f.scenarios, Labels: f.labels}, opts)
 	if err != nil {
 		return usageError{err}
 	}
@@ -222,10 +222,13 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 		log = g.logger(progress)
 	}
 	fmt.Fprintf(stderr, "running %d scenario(s): %s\n", len(scs), scenarioNames(scs))
+	for _, sk := range skipped {
+		fmt.Fprintf(stderr, "skipping %s: it does not fit this cluster: %s\n", sk.Name, sk.Reason)
+	}
 	run, runErr := perf.Run(ctx, perf.Options{
 		Scenarios: scs, Objectives: objectives, Source: source, RunDir: runDir, ID: id, Started: started,
 		SchedulerBinary: f.cluster.schedulerBin, Workers: f.workers, LoadQPS: f.loadQPS, LoadBurst: int(f.loadQPS),
-		PartialGrace: f.grace, Faults: faults, Progress: progress, Log: log,
+		PartialGrace: f.grace, Faults: faults, Progress: progress, Log: log, Skipped: skipped,
 	})
 	progress.Wait()
 	fmt.Fprintln(stdout)
