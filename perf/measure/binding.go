@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gangbench/gangbench/clusters"
@@ -65,19 +66,32 @@ func (m *bindingRate) Gather(ctx context.Context) ([]results.DataItem, error) {
 		}
 		server = 0
 	}
-	binds := BindTimes(m.env.Timeline.Events(), m.env.Measured, m.start)
-	watch := WatchRate(m.start, binds)
+	events := m.env.Timeline.Events()
+	// The window opens at the measured phase's first creation, not at Start: Start runs before the
+	// apiserver scrape returns and the load generator's informers sync, and that idle time would
+	// otherwise dilute the average (scheduler_perf starts its throughput collector right before
+	// the measured op creates its first object).
+	start := FirstCreation(events, m.env.Measured, m.start)
+	binds := BindTimes(events, m.env.Measured, start)
+	watch, withheld := WatchRate(start, binds)
+	if withheld != "" {
+		m.env.note("%s: %s", ItemBindingRate, withheld)
+	}
 	if m.env.Restarted[clusters.APIServer] {
 		// The new apiserver process counted only the binds after its start; a delta against the
 		// old process's count would be garbage, and a mismatch with the watch a false alarm.
 		m.env.note("the apiserver was restarted by a fault during the window: its binding counter restarted from zero, so %s and %s are not reported (the watch-side %s is)", ItemAPIServerBindingRate, ItemBindCountMismatch, ItemBindingRate)
 		return []results.DataItem{{Name: ItemBindingRate, Unit: "pods/s", Data: watch}}, nil
 	}
+	// The apiserver's count comes from two scrapes around the whole repetition, but every measured
+	// bind falls inside the watch's window [first creation, last bind], so the count is divided by
+	// that same window: the two averages then differ only if the counts do (bindCountMismatch).
+	window := time.Duration(watch["DurationSeconds"] * float64(time.Second))
 	serverWindow := after.Time.Sub(m.before.Time)
 	items := []results.DataItem{
 		{Name: ItemBindingRate, Unit: "pods/s", Data: watch},
 		{Name: ItemAPIServerBindingRate, Unit: "pods/s", Data: map[string]float64{
-			"Average": stats.Rate(int(server), serverWindow), "Count": server, "DurationSeconds": serverWindow.Seconds(),
+			"Average": stats.Rate(int(server), window), "Count": server, "DurationSeconds": window.Seconds(), "ScrapeSeconds": serverWindow.Seconds(),
 		}},
 		{Name: ItemBindCountMismatch, Unit: "pods", Data: map[string]float64{Value: math.Abs(float64(len(binds)) - server)}},
 	}
@@ -98,14 +112,39 @@ func BindTimes(events []timeline.Event, phases []string, start time.Time) []time
 	return out
 }
 
+// FirstCreation is the time of the first PodGroup or pod created for the given phases at or after
+// notBefore, or notBefore when there is none.
+func FirstCreation(events []timeline.Event, phases []string, notBefore time.Time) time.Time {
+	first := time.Time{}
+	for _, e := range events {
+		if (e.Kind == timeline.PodCreated || e.Kind == timeline.PodGroupCreated) && slices.Contains(phases, e.Phase) && !e.Time.Before(notBefore) {
+			if first.IsZero() || e.Time.Before(first) {
+				first = e.Time
+			}
+		}
+	}
+	if first.IsZero() {
+		return notBefore
+	}
+	return first
+}
+
+// minSamples is how many one-second samples a percentile needs before it says more than the
+// maximum does: below it, p50 of 2 samples is one of them and p99 of 30 is the largest.
+var minSamples = []struct {
+	key string
+	n   int
+}{{"Perc50", 10}, {"Perc90", 10}, {"Perc99", 100}}
+
 // WatchRate computes the watch-side binding figures: the average over [start, last bind], the
 // percentiles and maximum of the one-second samples (scheduler_perf's SchedulingThroughput,
-// clusterloader2's Max), the count and the window.
-func WatchRate(start time.Time, binds []time.Time) map[string]float64 {
+// clusterloader2's Max), the count and the window. Percentiles with too few samples behind them
+// are left out, and withheld says which and why ("" when none is).
+func WatchRate(start time.Time, binds []time.Time) (data map[string]float64, withheld string) {
 	out := map[string]float64{"Count": float64(len(binds))}
 	if len(binds) == 0 {
 		out["Average"] = 0
-		return out
+		return out, ""
 	}
 	last := slices.MaxFunc(binds, func(a, b time.Time) int { return a.Compare(b) })
 	window := last.Sub(start)
@@ -120,5 +159,15 @@ func WatchRate(start time.Time, binds []time.Time) map[string]float64 {
 			out["Samples"] = v
 		}
 	}
-	return out
+	var left []string
+	for _, m := range minSamples {
+		if _, ok := out[m.key]; ok && s.Count < m.n {
+			delete(out, m.key)
+			left = append(left, fmt.Sprintf("%s (needs %d)", m.key, m.n))
+		}
+	}
+	if len(left) > 0 {
+		withheld = fmt.Sprintf("%d one-second samples (binds over %.1f s) are too few for %s; not reported (a longer scenario, or more groups, gives them)", s.Count, window.Seconds(), strings.Join(left, ", "))
+	}
+	return out, withheld
 }

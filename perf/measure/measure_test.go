@@ -141,12 +141,13 @@ func TestBindingRate(t *testing.T) {
 		t.Errorf("watch: %v (want 300 binds over 3 s: 100 pods/s)", w.Data)
 	}
 	// Samples: [0,1) has 99 binds (10 ms … 990 ms), [1,2) 100, [2,3) 100; the bind at 3.000 s is in
-	// the partial interval and dropped.
-	if w.Data["Perc50"] != 100 || w.Data["Max"] != 100 || w.Data["Samples"] != 3 {
+	// the partial interval and dropped. Three samples are too few for percentiles.
+	if _, ok := w.Data["Perc50"]; ok || w.Data["Max"] != 100 || w.Data["Samples"] != 3 {
 		t.Errorf("samples: %v", w.Data)
 	}
+	// The apiserver's count is divided by the watch's window, so the two averages agree.
 	s := item(t, items, ItemAPIServerBindingRate)
-	if s.Data["Count"] != 300 {
+	if s.Data["Count"] != 300 || !near(s.Data["Average"], w.Data["Average"]) || s.Data["DurationSeconds"] != w.Data["DurationSeconds"] {
 		t.Errorf("apiserver: %v", s.Data)
 	}
 	if mm := item(t, items, ItemBindCountMismatch); mm.Data[Value] != 0 {
@@ -168,12 +169,52 @@ func TestWatchRate(t *testing.T) {
 		binds = append(binds, t0.Add(2*time.Second+time.Duration(i*45)*time.Millisecond))
 	}
 	binds = append(binds, t0.Add(3500*time.Millisecond))
-	d := WatchRate(t0, binds)
-	if d["Count"] != 61 || !near(d["Average"], 61/3.5) || d["Perc50"] != 20 || d["Perc90"] != 30 || d["Max"] != 30 || d["Samples"] != 3 {
+	d, withheld := WatchRate(t0, binds)
+	if d["Count"] != 61 || !near(d["Average"], 61/3.5) || d["Max"] != 30 || d["Samples"] != 3 {
 		t.Errorf("WatchRate = %v", d)
 	}
-	if d := WatchRate(t0, nil); d["Count"] != 0 || d["Average"] != 0 {
+	// Three one-second samples: a p50 would be one of them, so no percentile is reported.
+	for _, k := range []string{"Perc50", "Perc90", "Perc99"} {
+		if _, ok := d[k]; ok {
+			t.Errorf("%s reported from 3 samples: %v", k, d)
+		}
+	}
+	if !strings.Contains(withheld, "3 one-second samples") || !strings.Contains(withheld, "Perc50 (needs 10)") {
+		t.Errorf("withheld = %q", withheld)
+	}
+	if d, _ := WatchRate(t0, nil); d["Count"] != 0 || d["Average"] != 0 {
 		t.Errorf("no binds: %v", d)
+	}
+	// Twenty seconds of binds (i+1 in second i): p50 and p90 have samples enough, p99 does not.
+	var long []time.Time
+	for i := range 20 {
+		for j := range i + 1 {
+			long = append(long, t0.Add(time.Duration(i)*time.Second+time.Duration(j)*time.Millisecond))
+		}
+	}
+	d, withheld = WatchRate(t0, long)
+	// The last second's binds (19.000–19.019 s) are a partial interval, so 19 samples of 1…19.
+	if d["Perc50"] != 10 || d["Perc90"] != 18 || d["Max"] != 19 {
+		t.Errorf("20 samples: %v", d)
+	}
+	if _, ok := d["Perc99"]; ok || !strings.Contains(withheld, "Perc99 (needs 100)") || strings.Contains(withheld, "Perc50") {
+		t.Errorf("20 samples: %v, withheld %q", d, withheld)
+	}
+}
+
+func TestFirstCreation(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ev := []timeline.Event{
+		{Time: t0.Add(-time.Second), Kind: timeline.PodCreated, Phase: "measure"}, // an earlier repetition
+		{Time: t0.Add(time.Second), Kind: timeline.PodCreated, Phase: "prefill"},
+		{Time: t0.Add(3 * time.Second), Kind: timeline.PodCreated, Phase: "measure"},
+		{Time: t0.Add(2 * time.Second), Kind: timeline.PodGroupCreated, Phase: "measure"},
+	}
+	if got := FirstCreation(ev, []string{"measure"}, t0); !got.Equal(t0.Add(2 * time.Second)) {
+		t.Errorf("FirstCreation = %v, want the measured phase's first create at t0+2s", got.Sub(t0))
+	}
+	if got := FirstCreation(ev, []string{"none"}, t0); !got.Equal(t0) {
+		t.Errorf("no creation: %v, want notBefore", got.Sub(t0))
 	}
 }
 
