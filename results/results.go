@@ -147,6 +147,37 @@ type DataItem struct {
 	Data   map[string]float64 `json:"data"`
 }
 
+// UnitOf is the unit of one data key. Unit is the unit of the item's figure (its Average, Min,
+// Max, percentiles, Value); keys that describe the figure carry their own: a binding rate's Count
+// counts pods, not pods/s, and its DurationSeconds is seconds.
+func (d DataItem) UnitOf(key string) string {
+	switch {
+	case key == "Average" || key == "Min" || key == "Max" || key == "Value" || strings.HasPrefix(key, "Perc"):
+		return d.Unit
+	case strings.HasSuffix(key, "Seconds"):
+		return "s"
+	case strings.HasSuffix(key, "MiB"):
+		return "MiB"
+	case key == "CPUShare":
+		return "cores"
+	case strings.HasPrefix(key, "Ratio"):
+		return "×"
+	case key == "Samples":
+		return "samples"
+	case key == "Count":
+		// The numerator of a rate ("pods/s" counts pods); a count of observations otherwise.
+		if num, _, ok := strings.Cut(d.Unit, "/"); ok {
+			return num
+		}
+		return ""
+	}
+	// Another count (Pods, Gangs, Transitions): of the item's own kind when the item counts things.
+	if d.Unit != "" && d.Unit != "s" && !strings.Contains(d.Unit, "/") {
+		return d.Unit
+	}
+	return ""
+}
+
 // NewRunID returns a sortable run ID like "20261129-161500-a3f0": now in UTC plus 4 random hex digits.
 func NewRunID(now time.Time) string {
 	var b [2]byte

@@ -298,3 +298,25 @@ func TestFormatting(t *testing.T) {
 		t.Errorf("xmlText = %q", got)
 	}
 }
+
+func TestDataItemUnitOf(t *testing.T) {
+	rate := DataItem{Name: "bindingRate", Unit: "pods/s"}
+	lat := DataItem{Name: "gangLatency", Unit: "s"}
+	partial := DataItem{Name: "partialGangs", Unit: "gangs"}
+	harness := DataItem{Name: "harness"}
+	for _, tc := range []struct {
+		d         DataItem
+		key, want string
+	}{
+		{rate, "Average", "pods/s"}, {rate, "Perc50", "pods/s"}, {rate, "Max", "pods/s"},
+		{rate, "Count", "pods"}, {rate, "DurationSeconds", "s"}, {rate, "Samples", "samples"},
+		{lat, "Perc99", "s"}, {lat, "Count", ""},
+		{partial, "Value", "gangs"}, {partial, "LongestPartialSeconds", "s"}, {partial, "Gangs", "gangs"},
+		{harness, "PeakRSSMiB", "MiB"}, {harness, "CPUShare", "cores"}, {harness, "CPUSeconds", "s"},
+		{DataItem{Unit: "pods/s"}, "RatioToBindingRate", "×"},
+	} {
+		if got := tc.d.UnitOf(tc.key); got != tc.want {
+			t.Errorf("%s (%q).%s: unit %q, want %q", tc.d.Name, tc.d.Unit, tc.key, got, tc.want)
+		}
+	}
+}

@@ -99,7 +99,7 @@ Writes compare.md, compare.json and compare.html (self-contained, with plots) in
 		fs.StringVar(&s.label, s.name+"-label", "", s.name+" side: label in reports (default: version or binary)")
 		fs.StringSliceVar(&s.runDirs, s.name+"-runs", nil, s.name+" side: compare these finished run directories instead of running")
 	}
-	fs.IntVar(&f.repetitions, "repetitions", 5, "perf repetitions per side, interleaved")
+	fs.IntVar(&f.repetitions, "repetitions", 6, "perf repetitions per side, interleaved (6 is the fewest for a 95% confidence interval of a median)")
 	fs.IntVar(&f.conformanceRep, "conformance-repetitions", 1, "conformance runs per side")
 	fs.StringSliceVar(&f.scenarios, "scenario", []string{"smoke"}, "perf scenarios (names from `gangbench perf list`, or files)")
 	fs.StringSliceVar(&f.suites, "suites", nil, "conformance suites (default all)")

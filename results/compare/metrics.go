@@ -116,7 +116,7 @@ func collect(s Side) (map[metricID]*metricSamples, []string) {
 					ms = &metricSamples{labels: maps.Clone(d.Labels)}
 					out[id] = ms
 				}
-				ms.units = appendNew(ms.units, d.Unit)
+				ms.units = appendNew(ms.units, d.UnitOf(k))
 				ms.values = append(ms.values, d.Data[k])
 			}
 		}

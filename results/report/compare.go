@@ -23,19 +23,34 @@ func WriteCompareText(w io.Writer, r *compare.Report) error {
 	fmt.Fprintf(&b, "gangbench compare: %s\n", headline(r))
 	fmt.Fprintf(&b, "old: %s (%s)\n", oneLine(r.Old.Label), oneLine(sideLine(r.Old)))
 	fmt.Fprintf(&b, "new: %s (%s)\n", oneLine(r.New.Label), oneLine(sideLine(r.New)))
+	b.WriteString("\n" + decisionSummary(r) + "\n")
+	deciding, other, still := splitMetrics(r)
+	for _, m := range deciding {
+		b.WriteString("  " + oneLine(decisionLine(m)) + "\n")
+	}
+	for _, a := range regressedAssertions(r) {
+		b.WriteString("  " + oneLine(assertionLine(a)) + "\n")
+	}
 	b.WriteString(method(r) + "\n")
 
-	if len(r.Metrics) > 0 {
-		b.WriteString("\n")
+	metricTable := func(title string, ms []compare.MetricResult) error {
+		if len(ms) == 0 {
+			return nil
+		}
+		fmt.Fprintf(&b, "\n%s (%d)\n", title, len(ms))
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "metric\tunit\told\tnew\tratio [CI]\tp\tverdict")
-		for _, m := range r.Metrics {
+		for _, m := range ms {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", oneLine(m.DisplayName()), oneLine(m.Unit),
 				summaryCell(m.Old), summaryCell(m.New), ratioCell(m), pCell(m), verdictCell(m))
 		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+		return tw.Flush()
+	}
+	if err := metricTable("metrics that moved", append(deciding, other...)); err != nil {
+		return err
+	}
+	if err := metricTable("metrics with no significant change, or not comparable", still); err != nil {
+		return err
 	}
 
 	if len(r.Assertions) > 0 {
@@ -86,14 +101,19 @@ func WriteCompareMarkdown(w io.Writer, r *compare.Report) error {
 	row("scheduler binary", r.Old.SchedulerBinary, r.New.SchedulerBinary)
 	row("Kubernetes", r.Old.KubernetesVersion, r.New.KubernetesVersion)
 	row("runs", fmt.Sprint(r.Old.Runs), fmt.Sprint(r.New.Runs))
+	b.WriteString("\n**" + decisionSummary(r) + "**\n\n")
+	deciding, other, still := splitMetrics(r)
+	for _, m := range deciding {
+		b.WriteString("- " + mdCell(decisionLine(m)) + "\n")
+	}
+	for _, a := range regressedAssertions(r) {
+		b.WriteString("- " + mdCell(assertionLine(a)) + "\n")
+	}
 	b.WriteString("\n" + method(r) + "\n")
 
-	b.WriteString("\n### Performance\n\n")
-	if len(r.Metrics) == 0 {
-		b.WriteString("No perf metrics in these runs.\n")
-	} else {
+	metricRows := func(ms []compare.MetricResult) {
 		b.WriteString("| metric | unit | old | new | ratio [CI] | p | verdict |\n|---|---|---:|---:|---:|---:|---|\n")
-		for _, m := range r.Metrics {
+		for _, m := range ms {
 			v := mdCell(verdictCell(m))
 			if m.Regression && m.Gated {
 				v = "**" + v + "**"
@@ -101,6 +121,22 @@ func WriteCompareMarkdown(w io.Writer, r *compare.Report) error {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", mdCell(m.DisplayName()), mdCell(m.Unit),
 				summaryCell(m.Old), summaryCell(m.New), ratioCell(m), pCell(m), v)
 		}
+	}
+	b.WriteString("\n### Performance\n\n")
+	switch movedMs := append(deciding, other...); {
+	case len(r.Metrics) == 0:
+		b.WriteString("No perf metrics in these runs.\n")
+	case len(movedMs) == 0:
+		fmt.Fprintf(&b, "No metric moved significantly.\n")
+	default:
+		fmt.Fprintf(&b, "Metrics that moved (%d):\n\n", len(movedMs))
+		metricRows(movedMs)
+	}
+	if len(still) > 0 {
+		// GitHub renders <details> collapsed; a blank line after <summary> lets the table inside render.
+		fmt.Fprintf(&b, "\n<details><summary>%d metrics with no significant change, or not comparable</summary>\n\n", len(still))
+		metricRows(still)
+		b.WriteString("\n</details>\n")
 	}
 
 	b.WriteString("\n### Conformance\n\n")

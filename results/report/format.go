@@ -36,13 +36,14 @@ func num(v float64) string {
 }
 
 // pctRange is benchstat's "±x%": the larger distance from the median to an end of its confidence
-// interval, relative to the median; "±∞" when there are too few samples for an interval.
+// interval, relative to the median; "(no CI, n=5)" when there are too few samples for an interval
+// (benchmath needs 6 at 95 %), rather than an infinite range that reads like a measurement.
 func pctRange(s compare.Summary) string {
 	switch {
 	case s.N == 0:
 		return ""
 	case math.IsInf(s.Lo, 0) || math.IsInf(s.Hi, 0) || math.IsNaN(s.Lo) || math.IsNaN(s.Hi):
-		return "±∞"
+		return fmt.Sprintf("(no CI, n=%d)", s.N)
 	case s.Center == 0:
 		if s.Lo == 0 && s.Hi == 0 {
 			return "±0%"

@@ -64,6 +64,14 @@ type pageData struct {
 	CDF           *plot
 	Metrics       *table
 	Notes         []string
+	// A comparison leads with what decided its verdict (Decision, DecisionLines), the plots and the
+	// metrics that moved; the metrics and assertions that did not change come last, collapsed.
+	Decision            string
+	DecisionLines       []string
+	MetricsStill        *table
+	MetricsStillCount   int
+	AssertionsStill     *table
+	AssertionsStillNote string
 }
 
 // failureView is one failed assertion as the page shows it.
@@ -110,9 +118,20 @@ func newPageData(p Page) pageData {
 		d.Method = method(c)
 		d.Sides = sidesTable(c)
 		first = []string{c.Old.Label, c.New.Label}
-		d.Assertions = compareAssertionTable(c).orNil()
+		changed, still := compareAssertionTables(c)
+		d.Assertions, d.AssertionsStill = changed.orNil(), still.orNil()
 		d.AssertionNote = fmt.Sprintf("%d of %d assertions changed.", len(c.Assertions)-unchangedCount(c), len(c.Assertions))
-		d.Metrics = compareMetricTable(c).orNil()
+		d.AssertionsStillNote = fmt.Sprintf("%d assertions unchanged", unchangedCount(c))
+		deciding, other, stillMs := splitMetrics(c)
+		d.Decision = decisionSummary(c)
+		for _, m := range deciding {
+			d.DecisionLines = append(d.DecisionLines, oneLine(decisionLine(m)))
+		}
+		for _, a := range regressedAssertions(c) {
+			d.DecisionLines = append(d.DecisionLines, oneLine(assertionLine(a)))
+		}
+		d.Metrics = compareMetricTable(append(deciding, other...)).orNil()
+		d.MetricsStill, d.MetricsStillCount = compareMetricTable(stillMs).orNil(), len(stillMs)
 		d.Notes = append(d.Notes, c.Notes...)
 	} else if len(p.Runs) > 0 {
 		d.Assertions = runAssertionTable(p.Runs).orNil()
@@ -253,19 +272,23 @@ func sideVerdictCell(v results.Verdict, all []results.Verdict) cell {
 	return cell{Text: text, Class: class}
 }
 
-func compareAssertionTable(c *compare.Report) *table {
-	t := &table{Headers: []cell{{Text: "ID"}, {Text: "suite"}, {Text: "assertion"}, {Text: "old: " + c.Old.Label},
-		{Text: "new: " + c.New.Label}, {Text: "change"}}}
+// compareAssertionTables splits the assertions into those that changed verdict and the rest.
+func compareAssertionTables(c *compare.Report) (changed, still *table) {
+	head := func() *table {
+		return &table{Headers: []cell{{Text: "ID"}, {Text: "suite"}, {Text: "assertion"}, {Text: "old: " + c.Old.Label},
+			{Text: "new: " + c.New.Label}, {Text: "change"}}}
+	}
+	changed, still = head(), head()
 	for _, a := range c.Assertions {
-		class := ""
+		t, class := still, ""
 		if a.Changed() {
-			class = "changed"
+			t, class = changed, "changed"
 		}
 		t.Rows = append(t.Rows, row{Class: class, Cells: oneLineCells([]cell{{Text: a.ID}, {Text: a.Suite}, {Text: a.Name},
 			sideVerdictCell(a.Old, a.OldVerdicts), sideVerdictCell(a.New, a.NewVerdicts),
 			{Text: changeCell(a), Class: "c-" + slug(a.Change)}})})
 	}
-	return t
+	return changed, still
 }
 
 // runSuiteTable counts verdicts per suite, a row per run and suite, failing suites first.
@@ -363,10 +386,10 @@ func samplesTitle(s compare.Summary) string {
 	return fmt.Sprintf("n=%d: %s; CI [%s, %s]", s.N, strings.Join(parts, " "), num(s.Lo), num(s.Hi))
 }
 
-func compareMetricTable(c *compare.Report) *table {
+func compareMetricTable(ms []compare.MetricResult) *table {
 	t := &table{Headers: []cell{{Text: "metric"}, {Text: "unit"}, {Text: "old", Class: "num"}, {Text: "new", Class: "num"},
 		{Text: "ratio [CI]", Class: "num"}, {Text: "p", Class: "num"}, {Text: "verdict"}}}
-	for _, m := range c.Metrics {
+	for _, m := range ms {
 		dir := "lower is better"
 		if m.HigherIsBetter {
 			dir = "higher is better"
@@ -394,7 +417,7 @@ func runMetricTable(runs []*results.Run) *table {
 				name += " {" + compare.LabelString(d.Labels) + "}"
 			}
 			for _, k := range slices.Sorted(maps.Keys(d.Data)) {
-				kk := key{name + "." + k, d.Unit}
+				kk := key{name + "." + k, d.UnitOf(k)}
 				if _, ok := values[kk]; !ok {
 					keys = append(keys, kk)
 					values[kk] = make([]string, len(runs))
@@ -446,6 +469,9 @@ th { background: #f4f4f4; }
 .c-flaky { background: #fff3cd; }
 .c-new, .c-removed, .c-not-comparable, .m-not-comparable { background: #e2e3e5; }
 tr.changed td:first-child { border-left: 3px solid #555; }
+p.decision { font-weight: bold; }
+ul.decision li { font-family: ui-monospace, monospace; }
+details summary { cursor: pointer; color: #333; margin: .5em 0; }
 svg { font: 11px system-ui, sans-serif; }
 svg .frame { fill: none; stroke: #999; }
 svg .grid { stroke: #eee; }
@@ -462,11 +488,19 @@ svg .s5 { stroke: #76b7b2; }
 <h1>{{.Title}}</h1>
 {{- if .Headline}}
 <p class="headline {{.HeadlineClass}}">{{.Headline}}</p>
-<p class="method">{{.Method}}</p>
 {{- end}}
-{{- if .Sides}}
-<h2 id="sides">Compared versions</h2>
-{{template "table" .Sides}}
+{{- if .Decision}}
+<p class="decision">{{.Decision}}</p>
+{{- if .DecisionLines}}
+<ul class="decision">
+{{- range .DecisionLines}}
+<li>{{.}}</li>
+{{- end}}
+</ul>
+{{- end}}
+{{- end}}
+{{- if .Headline}}
+<p class="method">{{.Method}}</p>
 {{- end}}
 {{- if .Suites}}
 <h2 id="suites">Suites</h2>
@@ -487,17 +521,6 @@ svg .s5 { stroke: #76b7b2; }
 </div>
 {{- end}}
 {{- end}}
-{{- if .Environment}}
-<h2 id="environment">Environment</h2>
-{{template "table" .Environment}}
-{{- end}}
-{{- if .Assertions}}
-<h2 id="assertions">Assertions</h2>
-{{- if .AssertionNote}}
-<p class="small">{{.AssertionNote}}</p>
-{{- end}}
-{{template "table" .Assertions}}
-{{- end}}
 {{- with .Timeline}}
 <h2 id="{{.ID}}">{{.Title}}</h2>
 {{template "plot" .}}
@@ -506,9 +529,45 @@ svg .s5 { stroke: #76b7b2; }
 <h2 id="{{.ID}}">{{.Title}}</h2>
 {{template "plot" .}}
 {{- end}}
-{{- if .Metrics}}
+{{- if .Sides}}
+<h2 id="sides">Compared versions</h2>
+{{template "table" .Sides}}
+{{- end}}
+{{- if or .Metrics .MetricsStill}}
 <h2 id="metrics">Metrics</h2>
+{{- if .Sides}}
+{{- if .Metrics}}
+<p class="small">Metrics that moved:</p>
 {{template "table" .Metrics}}
+{{- else}}
+<p class="small">No metric moved significantly.</p>
+{{- end}}
+{{- else if .Metrics}}
+{{template "table" .Metrics}}
+{{- end}}
+{{- if .MetricsStill}}
+<details id="metrics-unchanged"><summary>{{.MetricsStillCount}} metrics with no significant change, or not comparable</summary>
+{{template "table" .MetricsStill}}
+</details>
+{{- end}}
+{{- end}}
+{{- if .Environment}}
+<h2 id="environment">Environment</h2>
+{{template "table" .Environment}}
+{{- end}}
+{{- if or .Assertions .AssertionsStill}}
+<h2 id="assertions">Assertions</h2>
+{{- if .AssertionNote}}
+<p class="small">{{.AssertionNote}}</p>
+{{- end}}
+{{- if .Assertions}}
+{{template "table" .Assertions}}
+{{- end}}
+{{- if .AssertionsStill}}
+<details id="assertions-unchanged"><summary>{{.AssertionsStillNote}}</summary>
+{{template "table" .AssertionsStill}}
+</details>
+{{- end}}
 {{- end}}
 {{- if .Notes}}
 <h2 id="notes">Notes</h2>

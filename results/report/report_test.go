@@ -277,3 +277,32 @@ func TestRunPageLeadsWithFailures(t *testing.T) {
 		t.Error("a failing run's page does not open with a FAIL headline")
 	}
 }
+
+// TestComparePageLeadsWithDecision: a regressed comparison opens with the verdict, then what decided
+// it (the gate metric that moved, with its interval), then the plots; the metrics and assertions that
+// did not change come after, collapsed.
+func TestComparePageLeadsWithDecision(t *testing.T) {
+	p := fixture(t)
+	var b strings.Builder
+	if err := WriteHTML(&b, p); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	order := []string{`class="headline bad">REGRESSED`, `<p class="decision">`, `<li>bindingRate.Average slower (regression): new/old 0.800 [0.794, 0.806]`,
+		`id="binding-rate"`, `id="gang-latency"`, `id="metrics"`, `<details id="metrics-unchanged">`, `id="assertions"`, `<details id="assertions-unchanged">`}
+	at := -1
+	for _, s := range order {
+		i := strings.Index(page, s)
+		if i < 0 {
+			t.Fatalf("%q missing from the page", s)
+		}
+		if i < at {
+			t.Errorf("%q comes before what precedes it in %v", s, order)
+		}
+		at = i
+	}
+	// The unchanged gate metric gangLatency.Perc50 is inside the collapsed part, not above it.
+	if i := strings.Index(page, ">gangLatency.Perc50<"); i < strings.Index(page, `<details id="metrics-unchanged">`) {
+		t.Error("an unchanged metric is listed above the collapsed section")
+	}
+}
