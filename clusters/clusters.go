@@ -141,6 +141,11 @@ type Cluster struct {
 	GPUs GPUControl
 	// SchedulerName is the scheduler under test's profile name pods should use.
 	SchedulerName string
+	// Processes returns the host process ids behind each component, for resource accounting (on
+	// kind: the processes inside the node containers, and kwok beside them); ids change when a
+	// component restarts, so callers ask again. nil when the provider cannot tell (a cluster
+	// gangbench did not create).
+	Processes func(ctx context.Context) (map[Component][]int, error)
 	// Close releases what this handle holds in this process (for the local provider owned by this
 	// process: the whole cluster). It is safe to call more than once.
 	Close func(ctx context.Context) error

@@ -87,7 +87,8 @@ func rows(r *results.Run) []row {
 	idx := map[string]int{}
 	for _, it := range r.DataItems {
 		sc := it.Labels["scenario"]
-		if sc == "" || it.Labels["phase"] != "" {
+		// Per-phase and per-component items have tables of their own.
+		if sc == "" || it.Labels["phase"] != "" || it.Labels["component"] != "" {
 			continue
 		}
 		k := sc + "\x00" + it.Labels["repetition"]
@@ -181,7 +182,8 @@ func writeText(w io.Writer, r *results.Run) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	b.WriteString("(bind/s: watch timeline average; p50..max: 1-second samples; apiserver/s: binding POSTs 201 over the scrape interval; gang: PodGroup created → last member bound, seconds; spread: first → last member bound)\n")
+	b.WriteString("(bind/s: watch timeline average from the measured phase's first creation to its last bind; p50..max: 1-second samples, a percentile left out (-) when too few; apiserver/s: binding POSTs 201 over the same window; gang: PodGroup created → last member bound, seconds; spread: first → last member bound)\n")
+	writeResourcesText(&b, r)
 	if lines := FaultLines(r); len(lines) > 0 {
 		b.WriteString("\nfaults\n")
 		for _, l := range lines {
@@ -316,6 +318,7 @@ func writeMarkdown(w io.Writer, r *results.Run) error {
 		}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
+	writeResourcesMarkdown(&b, r)
 	if lines := FaultLines(r); len(lines) > 0 {
 		b.WriteString("\n## Faults\n\n")
 		for _, l := range lines {

@@ -5,9 +5,11 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/gangbench/gangbench/perf/measure"
 	"github.com/gangbench/gangbench/results"
 )
 
@@ -94,5 +96,41 @@ func TestVerdictOf(t *testing.T) {
 		if v := VerdictOf(&tc.run); v.ExitCode != tc.code {
 			t.Errorf("%+v: %+v, want exit %d", tc.run.Cases, v, tc.code)
 		}
+	}
+}
+
+// TestReportResources: every text and markdown report carries the resource table, scheduler first,
+// with the machine's busy cores after each window.
+func TestReportResources(t *testing.T) {
+	lab := func(c string) map[string]string {
+		return map[string]string{"scenario": "smoke", "repetition": "1", "nodes": "50", "component": c}
+	}
+	r := &results.Run{Command: "perf run", ID: "x", DataItems: []results.DataItem{
+		{Name: measure.ItemBindingRate, Unit: "pods/s", Labels: map[string]string{"scenario": "smoke", "repetition": "1", "nodes": "50"}, Data: map[string]float64{"Average": 100}},
+		{Name: measure.ItemResources, Labels: lab("harness"), Data: map[string]float64{"CPUSeconds": 1.5, "CPUShare": 0.5, "PeakRSSMiB": 120, "WaitSeconds": 0.2}},
+		{Name: measure.ItemResources, Labels: lab("kube-scheduler"), Data: map[string]float64{"CPUSeconds": 2.25, "CPUShare": 0.75, "PeakRSSMiB": 80, "WaitSeconds": 1.5}},
+		{Name: measure.ItemMachineCPU, Unit: "cores", Labels: map[string]string{"scenario": "smoke", "repetition": "1", "nodes": "50"}, Data: map[string]float64{"Value": 1.9, "CPUs": 2, "WindowSeconds": 3}},
+	}}
+	var text, md bytes.Buffer
+	if err := WriteReport(&text, r, FormatText); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteReport(&md, r, FormatMarkdown); err != nil {
+		t.Fatal(err)
+	}
+	out := text.String()
+	sched, harness := strings.Index(out, "kube-scheduler"), strings.Index(out, "harness")
+	if sched < 0 || harness < sched || !regexp.MustCompile(`kube-scheduler\s+2\.[23]\s+0\.75\s+80\s+1\.5\n`).MatchString(out) {
+		t.Errorf("text report lacks the scheduler's row before the harness's:\n%s", out)
+	}
+	if !strings.Contains(out, "machine: 1.90 of 2 cores busy over 3.0 s") {
+		t.Errorf("text report lacks the machine line:\n%s", out)
+	}
+	if !strings.Contains(md.String(), "| smoke | 1 | kube-scheduler | 2.2 | 0.75 | 80 | 1.5 |") && !strings.Contains(md.String(), "| smoke | 1 | kube-scheduler | 2.3 | 0.75 | 80 | 1.5 |") {
+		t.Errorf("markdown report lacks the resource row:\n%s", md.String())
+	}
+	// The per-component items must not leak into the figures table as a scenario row of their own.
+	if rs := rows(r); len(rs) != 1 || rs[0].items[measure.ItemResources].Name != "" {
+		t.Errorf("rows = %+v", rs)
 	}
 }

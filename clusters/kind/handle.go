@@ -1,6 +1,7 @@
 package kind
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/observe/procstat"
 )
 
 func restConfigFrom(kubeconfig string) (*rest.Config, error) {
@@ -111,5 +113,8 @@ func (p *Provider) handle(st *state, api kindAPI) (*clusters.Cluster, error) {
 		Control:          ctl,
 		GPUs:             newPluginGPUs(api, st.Name, cs),
 		SchedulerName:    corev1.DefaultSchedulerName,
+		Processes: func(ctx context.Context) (map[clusters.Component][]int, error) {
+			return p.processes(ctx, st, procstat.Proc)
+		},
 	}, nil
 }

@@ -507,9 +507,26 @@ func handleFromState(dir string, st *state) (*clusters.Cluster, error) {
 		Name: st.Name, Provider: ProviderName, KubeconfigPath: st.Kubeconfig, RESTConfig: cfg,
 		APIServerMetrics: api, SchedulerMetrics: sched, Versions: versions,
 		LogDir: filepath.Join(dir, "logs"), Nodes: st.Nodes, GPU: st.GPU, SchedulerName: corev1.DefaultSchedulerName,
-		GPUs:  &kwok.StatusGPUs{Client: cs, Resource: corev1.ResourceName(st.GPU.WithDefaults().ResourceName)},
-		Close: func(context.Context) error { return nil },
+		GPUs:      &kwok.StatusGPUs{Client: cs, Resource: corev1.ResourceName(st.GPU.WithDefaults().ResourceName)},
+		Processes: func(context.Context) (map[clusters.Component][]int, error) { return processes(dir) },
+		Close:     func(context.Context) error { return nil },
 	}, nil
+}
+
+// processes reads the components' pids from the state file, which a restart rewrites, so a
+// component restarted by a fault is found under its new pid.
+func processes(dir string) (map[clusters.Component][]int, error) {
+	st, err := readState(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[clusters.Component][]int{}
+	for name, ref := range st.Procs {
+		if ref.alive() {
+			out[clusters.Component(name)] = []int{ref.PID}
+		}
+	}
+	return out, nil
 }
 
 // Get implements clusters.Provider. A handle obtained from another process cannot restart components

@@ -61,10 +61,13 @@ const (
 	GangLatency      = "gangLatency"
 	SchedulerMetrics = "schedulerMetrics"
 	Invariants       = "invariants"
+	Resources        = "resources"
 )
 
 // Names lists every measurement in its canonical order.
-func Names() []string { return []string{BindingRate, GangLatency, SchedulerMetrics, Invariants} }
+func Names() []string {
+	return []string{BindingRate, GangLatency, SchedulerMetrics, Invariants, Resources}
+}
 
 // Registry maps names to factories. It is built on each call, not kept in a package variable, so
 // no caller can change what another one sees.
@@ -74,6 +77,7 @@ func Registry() map[string]Factory {
 		GangLatency:      newGangLatency,
 		SchedulerMetrics: newSchedulerMetrics,
 		Invariants:       newInvariants,
+		Resources:        newResources,
 	}
 }
 

@@ -1,0 +1,192 @@
+package measure
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/observe/procstat"
+	"github.com/gangbench/gangbench/results"
+)
+
+// A benchmark on a shared 2-core machine measures the scheduler only as far as the scheduler got
+// the CPU. This measurement says where the window's CPU seconds went (every component gangbench
+// runs, and gangbench itself), their peak memory, and whether the scheduler was starved: how long
+// its threads were runnable but waiting for a CPU, and how busy the machine's CPUs were.
+
+// More items.
+const (
+	// ItemResources is one component's CPU time, CPU share, window peak RSS and run-queue wait;
+	// label component.
+	ItemResources = "resources"
+	// ItemMachineCPU is the machine's CPUs during the window: how many cores were busy on average.
+	ItemMachineCPU = "machineCPU"
+	// Harness is the component label of gangbench's own process (load generator, watches, scrapes).
+	Harness clusters.Component = "harness"
+)
+
+// rssEvery is how often resident memory is sampled for the window's peak (VmHWM is the peak since
+// the process started, which for a cluster reused across scenarios is not this window's).
+const rssEvery = 500 * time.Millisecond
+
+// starvedShare: a scheduler whose threads waited for a CPU this fraction of the time they were
+// runnable was limited by its neighbours, not by its own code.
+const starvedShare = 0.2
+
+type resources struct {
+	env    *Env
+	root   procstat.Root
+	start  time.Time
+	m0     procstat.Machine
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	started bool // the baseline sample is taken
+	// first is each process's reading at the window's start (or when first seen, for a process
+	// a fault started during the window); peak the component's largest summed RSS.
+	first map[int]procstat.Usage
+	last  map[int]procstat.Usage
+	// owner is the component each pid was seen as, kept after the pid is gone: a scheduler killed by
+	// a fault still counts with its last reading.
+	owner map[int]clusters.Component
+	peak  map[clusters.Component]int64
+}
+
+func newResources(env *Env) Measurement { return &resources{env: env, root: procstat.Proc} }
+
+func (m *resources) Start(ctx context.Context) error {
+	m.first, m.last, m.owner, m.peak = map[int]procstat.Usage{}, map[int]procstat.Usage{}, map[int]clusters.Component{}, map[clusters.Component]int64{}
+	mc, err := m.root.ReadMachine()
+	if err != nil {
+		return fmt.Errorf("resources: %w", err)
+	}
+	m.m0 = mc
+	if err := m.sample(ctx); err != nil {
+		return fmt.Errorf("resources: %w", err)
+	}
+	m.started = true
+	m.start = time.Now()
+	sctx, cancel := context.WithCancel(ctx)
+	m.cancel, m.done = cancel, make(chan struct{})
+	go func() {
+		defer close(m.done)
+		tick := time.NewTicker(rssEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-tick.C:
+				_ = m.sample(sctx) // a failed sample only makes the peak coarser; the last one reports errors
+			}
+		}
+	}()
+	return nil
+}
+
+// sample reads every process once: the first reading of a process is its baseline, the latest
+// its end, and each component's summed RSS feeds its peak.
+func (m *resources) sample(ctx context.Context) error {
+	pids := map[clusters.Component][]int{}
+	if m.env.Cluster != nil && m.env.Cluster.Processes != nil {
+		p, err := m.env.Cluster.Processes(ctx)
+		if err != nil && len(p) == 0 {
+			return err
+		}
+		pids = p
+	}
+	pids[Harness] = []int{os.Getpid()}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for c, ps := range pids {
+		var rss int64
+		for _, pid := range ps {
+			u, err := m.root.Read(pid)
+			if err != nil {
+				continue // exited (a fault, a finished container); its CPU up to the last reading counts
+			}
+			m.owner[pid] = c
+			if f, ok := m.first[pid]; !ok || f.Start != u.Start {
+				// Seen at the window's start: that reading is the baseline. Seen first later (a
+				// component a fault restarted, a pod's container): it started inside the window,
+				// so all it spent counts.
+				base := procstat.Usage{Start: u.Start}
+				if !m.started {
+					base = u
+				}
+				m.first[pid] = base
+			}
+			m.last[pid] = u
+			rss += u.RSS
+		}
+		m.peak[c] = max(m.peak[c], rss)
+	}
+	return nil
+}
+
+func (m *resources) Gather(ctx context.Context) ([]results.DataItem, error) {
+	m.cancel()
+	<-m.done
+	if err := m.sample(ctx); err != nil {
+		return nil, fmt.Errorf("resources: %w", err)
+	}
+	wall := time.Since(m.start)
+	mc, err := m.root.ReadMachine()
+	if err != nil {
+		return nil, fmt.Errorf("resources: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	type acc struct {
+		cpu, wait time.Duration
+		procs     int
+	}
+	per := map[clusters.Component]*acc{}
+	for pid, last := range m.last {
+		c := m.owner[pid]
+		a := per[c]
+		if a == nil {
+			a = &acc{}
+			per[c] = a
+		}
+		f := m.first[pid]
+		a.cpu += last.CPU - f.CPU
+		a.wait += last.Wait - f.Wait
+		a.procs++
+	}
+	var items []results.DataItem
+	for _, c := range slices.Sorted(maps.Keys(per)) {
+		a := per[c]
+		items = append(items, results.DataItem{Name: ItemResources, Labels: map[string]string{"component": string(c)}, Data: map[string]float64{
+			"CPUSeconds":  a.cpu.Seconds(),
+			"CPUShare":    a.cpu.Seconds() / max(wall.Seconds(), 1e-9),
+			"PeakRSSMiB":  float64(m.peak[c]) / (1 << 20),
+			"WaitSeconds": a.wait.Seconds(),
+			"Processes":   float64(a.procs),
+		}})
+	}
+	// Busy cores from the counters alone (busy share of all CPU time, times the CPUs), so that the
+	// figure does not depend on how the harness's own clock lines up with the kernel's ticks.
+	busy := 0.0
+	if dt := mc.Total - m.m0.Total; dt > 0 {
+		busy = float64(mc.CPUs) * (mc.Busy - m.m0.Busy).Seconds() / dt.Seconds()
+	}
+	items = append(items, results.DataItem{Name: ItemMachineCPU, Unit: "cores", Data: map[string]float64{
+		Value: busy, "CPUs": float64(mc.CPUs), "WindowSeconds": wall.Seconds(),
+	}})
+	if s := per[clusters.Scheduler]; s != nil {
+		if run := s.cpu + s.wait; run > 0 && s.wait.Seconds()/run.Seconds() >= starvedShare {
+			m.env.note("the scheduler was CPU-starved: its threads waited %.1f s for a CPU while runnable, against %.1f s running (%.0f%% of its runnable time); the figures measure the machine as much as the scheduler", s.wait.Seconds(), s.cpu.Seconds(), 100*s.wait.Seconds()/run.Seconds())
+		}
+	}
+	if mc.CPUs > 0 && busy >= 0.9*float64(mc.CPUs) {
+		m.env.note("the machine's CPUs were saturated during the window: %.2f of %d cores busy on average", busy, mc.CPUs)
+	}
+	return items, nil
+}

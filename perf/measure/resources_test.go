@@ -1,0 +1,140 @@
+package measure
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/observe/procstat"
+	"github.com/gangbench/gangbench/results"
+)
+
+// fakeProc writes a /proc of its own: a process's CPU ticks, RSS and run-queue wait, and the machine's.
+type fakeProc struct {
+	t   *testing.T
+	dir string
+}
+
+func (f fakeProc) write(rel, body string) {
+	f.t.Helper()
+	p := filepath.Join(f.dir, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// proc sets pid's CPU (ticks of 10 ms), RSS (MiB), wait (ms) and start time.
+func (f fakeProc) proc(pid, ticks, rssMiB, waitMS, start int) {
+	f.write(fmt.Sprintf("%d/stat", pid), fmt.Sprintf("%d (x) S 1 1 1 0 -1 0 0 0 0 0 %d 0 0 0 20 0 4 0 %d 1000 100\n", pid, ticks, start))
+	f.write(fmt.Sprintf("%d/status", pid), fmt.Sprintf("VmHWM:\t%d kB\nVmRSS:\t%d kB\n", 4*rssMiB<<10, rssMiB<<10))
+	f.write(fmt.Sprintf("%d/task/%d/schedstat", pid, pid), fmt.Sprintf("0 %d 1\n", waitMS*1_000_000))
+}
+
+func (f fakeProc) machine(busyTicks, idleTicks int) {
+	f.write("stat", fmt.Sprintf("cpu  %d 0 0 %d 0 0 0 0 0 0\ncpu0 0\ncpu1 0\n", busyTicks, idleTicks))
+}
+
+func resourceItem(t *testing.T, items []results.DataItem, component string) results.DataItem {
+	t.Helper()
+	for _, d := range items {
+		if d.Name == ItemResources && d.Labels["component"] == component {
+			return d
+		}
+	}
+	t.Fatalf("no %s item for %s in %+v", ItemResources, component, items)
+	return results.DataItem{}
+}
+
+func TestResources(t *testing.T) {
+	f := fakeProc{t: t, dir: t.TempDir()}
+	f.proc(100, 1000, 50, 0, 7) // scheduler: 10 s CPU before the window
+	f.proc(200, 500, 300, 0, 7) // apiserver
+	f.machine(10000, 10000)
+	pids := map[clusters.Component][]int{clusters.Scheduler: {100}, clusters.APIServer: {200}}
+	var notes []string
+	env := &Env{
+		Cluster: &clusters.Cluster{Processes: func(context.Context) (map[clusters.Component][]int, error) { return pids, nil }},
+		Note:    func(format string, args ...any) { notes = append(notes, fmt.Sprintf(format, args...)) },
+	}
+	m := &resources{env: env, root: procstat.Root(f.dir)}
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// During the window the scheduler runs 2 s and waits 1 s for a CPU; its RSS peaks at 80 MiB and
+	// falls back to 60. A fault restarts the apiserver: the old process ran 1 s more before it died,
+	// the new one (another start time under a new pid) 0.5 s.
+	f.proc(100, 1200, 80, 1000, 7)
+	f.proc(200, 600, 300, 0, 7)
+	if err := m.sample(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.proc(100, 1200, 60, 1000, 7)
+	if err := os.RemoveAll(filepath.Join(f.dir, "200")); err != nil {
+		t.Fatal(err)
+	}
+	f.proc(300, 50, 200, 0, 99)
+	pids = map[clusters.Component][]int{clusters.Scheduler: {100}, clusters.APIServer: {300}}
+	f.machine(19000, 11000) // both cores: 9000 busy ticks of 10 ms = 90 s over the window
+	items, err := m.Gather(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := resourceItem(t, items, string(clusters.Scheduler))
+	if !near(s.Data["CPUSeconds"], 2) || !near(s.Data["WaitSeconds"], 1) || s.Data["PeakRSSMiB"] != 80 {
+		t.Errorf("scheduler: %v, want 2 s CPU, 1 s wait, 80 MiB window peak (not VmHWM's 320)", s.Data)
+	}
+	a := resourceItem(t, items, string(clusters.APIServer))
+	if !near(a.Data["CPUSeconds"], 1.5) || a.Data["Processes"] != 2 {
+		t.Errorf("apiserver: %v, want 1 s of the old process plus 0.5 s of the new one", a.Data)
+	}
+	if !strings.Contains(strings.Join(notes, "\n"), "the machine's CPUs were saturated during the window: 1.80 of 2 cores") {
+		t.Errorf("notes %q lack the saturated machine", notes)
+	}
+	if !strings.Contains(strings.Join(notes, "\n"), "the scheduler was CPU-starved: its threads waited 1.0 s") {
+		t.Errorf("a scheduler waiting a third of its runnable time must be reported starved; notes: %q", notes)
+	}
+	var machine *results.DataItem
+	for i := range items {
+		if items[i].Name == ItemMachineCPU {
+			machine = &items[i]
+		}
+	}
+	// 9000 busy ticks of 10000: 1.8 of 2 cores, which is saturated.
+	if machine == nil || machine.Data["CPUs"] != 2 || !near(machine.Data[Value], 1.8) {
+		t.Errorf("machine: %+v", machine)
+	}
+}
+
+// TestResourcesNotStarved: a scheduler that rarely waited is not reported starved.
+func TestResourcesNotStarved(t *testing.T) {
+	f := fakeProc{t: t, dir: t.TempDir()}
+	f.proc(100, 0, 50, 0, 7)
+	f.machine(0, 10000)
+	var notes []string
+	env := &Env{
+		Cluster: &clusters.Cluster{Processes: func(context.Context) (map[clusters.Component][]int, error) {
+			return map[clusters.Component][]int{clusters.Scheduler: {100}}, nil
+		}},
+		Note: func(format string, args ...any) { notes = append(notes, fmt.Sprintf(format, args...)) },
+	}
+	m := &resources{env: env, root: procstat.Root(f.dir)}
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.proc(100, 300, 50, 100, 7) // 3 s running, 0.1 s waiting
+	f.machine(300, 10300)        // half the CPU time busy: one of two cores
+	if _, err := m.Gather(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) != 0 {
+		t.Errorf("notes %q, want none", notes)
+	}
+}
