@@ -25,7 +25,9 @@ type Root string
 // Proc is the machine's own /proc.
 const Proc Root = "/proc"
 
-func (r Root) path(parts ...string) string { return filepath.Join(append([]string{string(r)}, parts...)...) }
+func (r Root) path(parts ...string) string {
+	return filepath.Join(append([]string{string(r)}, parts...)...)
+}
 
 // Usage is one reading of one process.
 type Usage struct {
