@@ -34,6 +34,10 @@ func TestShippedScenarios(t *testing.T) {
 			if s.MeasuredPods() == 0 {
 				t.Error("measures nothing")
 			}
+			// An upstream shape names its scheduler_perf workload, so `perf reference` pairs by data.
+			if slices.Contains(s.Labels, "upstream") && (s.Reference == nil || !strings.Contains(s.Source, s.Reference.Workload)) {
+				t.Errorf("upstream scenario: reference %+v does not name the workload of its source %q", s.Reference, s.Source)
+			}
 		})
 	}
 }

@@ -261,6 +261,8 @@ func (g *GoBuilder) Build(ctx context.Context, t Target, outDir string, progress
 		return g.buildPause(ctx, t.Version, work, outDir, progress)
 	case TargetUpstreamE2E:
 		return g.buildUpstreamE2E(ctx, t.Version, work, outDir, progress)
+	case TargetSchedulerPerf:
+		return g.buildSchedulerPerf(ctx, t, work, outDir, progress)
 	}
 	if r, ok := installRecipes[t.Name]; ok {
 		return g.buildInstall(ctx, r, t.Version, work, outDir, progress)

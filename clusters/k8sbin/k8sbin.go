@@ -77,6 +77,8 @@ type Target struct {
 	// copy of the source kept in SourceDir (one per version, locked while a build uses it).
 	Patch     *Patch
 	SourceDir string
+	// Package is set for TargetSchedulerPerf only: the package below SchedulerPerfRoot to build.
+	Package string
 }
 
 // binaries lists what t produces: Binaries(t.Name), or the one patched binary.
@@ -89,6 +91,8 @@ func (t Target) binaries() []string {
 		return []string{t.Patch.Binary}
 	case TargetUpstreamE2E:
 		return []string{UpstreamE2EBinary}
+	case TargetSchedulerPerf:
+		return []string{SchedulerPerfBinary}
 	}
 	return Binaries(t.Name)
 }
@@ -101,6 +105,8 @@ func (t Target) cacheKey() string {
 		return t.Version + "-" + t.Patch.Digest()
 	case t.Name == TargetUpstreamE2E:
 		return t.Version + "-" + upstreamE2EDigest()
+	case t.Name == TargetSchedulerPerf:
+		return t.Version + "-" + strings.ReplaceAll(t.Package, "/", "-")
 	}
 	return t.Version
 }

@@ -43,6 +43,7 @@ type perfRunFlags struct {
 	deadline   time.Duration
 	faults     []string
 	safety     existing.SafetyOptions
+	reference  bool
 }
 
 func newPerfCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
@@ -57,7 +58,7 @@ binding counter), gang latency, the scheduler's own histograms and the gang inva
 judges them against an SLO file, and writes run.json and events.jsonl. 'perf report' renders a
 finished run from those files.`,
 	}
-	cmd.AddCommand(newPerfRunCmd(g, stdout, stderr), newPerfReportCmd(stdout), newPerfListCmd(stdout))
+	cmd.AddCommand(newPerfRunCmd(g, stdout, stderr), newPerfReportCmd(stdout), newPerfListCmd(stdout), newPerfReferenceCmd(g, stdout, stderr))
 	return cmd
 }
 
@@ -115,6 +116,7 @@ Results are written in every case.`,
 	fs.DurationVar(&f.grace, "partial-grace", 0, "how long a partially bound gang may go without a member bound before it counts as a partial placement (default 30s)")
 	fs.DurationVar(&f.deadline, "deadline", 60*time.Minute, "the whole run's deadline")
 	fs.StringArrayVar(&f.faults, "fault", nil, "inject a fault into each repetition (repeatable): "+perf.FaultForms)
+	fs.BoolVar(&f.reference, "reference", false, "after the run, run the upstream scheduler_perf workload each scenario names (reference.schedulerPerf) in-process and report gangbench's figures as ratios of it")
 	return cmd
 }
 
@@ -231,6 +233,12 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 		PartialGrace: f.grace, Faults: faults, Progress: progress, Log: log, Skipped: skipped,
 	})
 	progress.Wait()
+	if f.reference && runErr == nil {
+		// After the run: its cluster is gone, so the reference has the machine to itself.
+		if err := addReferences(ctx, run, runDir, scs, f, stderr); err != nil {
+			runErr = err
+		}
+	}
 	fmt.Fprintln(stdout)
 	if err := perf.WriteReport(stdout, run, perf.FormatText); err != nil {
 		return err
@@ -246,6 +254,39 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 		return codedError{errors.New("the run has errors; see the SLOs above"), v.ExitCode}
 	}
 	return nil
+}
+
+// addReferences runs the reference workloads of the run's scenarios and records them, and the
+// ratios, in the run (run.json is written again).
+func addReferences(ctx context.Context, run *results.Run, runDir string, scs []*scenario.Scenario, f *perfRunFlags, stderr io.Writer) error {
+	var with []*scenario.Scenario
+	for _, sc := range scs {
+		if sc.Reference != nil {
+			with = append(with, sc)
+		} else {
+			run.Notes = append(run.Notes, "reference: scenario "+sc.Name+" names no scheduler_perf workload")
+		}
+	}
+	if len(with) == 0 {
+		return nil
+	}
+	log, err := os.Create(filepath.Join(runDir, "reference.log"))
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	version := f.cluster.k8sVersion
+	refs, err := runReferences(ctx, with, version, k8sbin.Options{CacheDir: f.cluster.cacheDir, Progress: stderr}, log, stderr)
+	if err != nil {
+		return fmt.Errorf("reference: %w", err)
+	}
+	for _, sc := range with {
+		r := refs[sc.Name]
+		run.DataItems = append(run.DataItems, perf.ReferenceItems(sc.Name, r)...)
+		ratio, _ := perf.ReferenceRatios(run, sc.Name, r)
+		run.DataItems = append(run.DataItems, ratio)
+	}
+	return results.Write(runDir, run)
 }
 
 func scenarioNames(scs []*scenario.Scenario) string {

@@ -71,7 +71,7 @@ func Load(file string, data []byte, opts Options) (*Scenario, error) {
 	// measurementFields is the field ("measurements[i]") of each s.Measurements entry: items that fail
 	// to decode are skipped, so an entry's index in s.Measurements is not its index in the file.
 	var measurementFields []string
-	d.Map(root, "", []string{"apiVersion", "kind", "metadata", "description", "source", "params", "cluster", "scheduler", "repetitions", "timeout", "settle", "measurements", "phases"},
+	d.Map(root, "", []string{"apiVersion", "kind", "metadata", "description", "source", "reference", "params", "cluster", "scheduler", "repetitions", "timeout", "settle", "measurements", "phases"},
 		func(key string, k, v *yaml.Node) {
 			switch key {
 			case "apiVersion", "kind", "params":
@@ -91,6 +91,8 @@ func Load(file string, data []byte, opts Options) (*Scenario, error) {
 				s.Description, _ = d.String(v, key)
 			case "source":
 				s.Source, _ = d.String(v, key)
+			case "reference":
+				s.Reference = decodeReference(d, v)
 			case "cluster":
 				d.Map(v, "cluster", []string{"nodes", "gpusPerNode", "product"}, func(key string, _, v *yaml.Node) {
 					pos["cluster."+key] = v
@@ -592,3 +594,53 @@ func Peek(data []byte) (name string, labels []string) {
 	}
 	return doc.Metadata.Name, doc.Metadata.Labels
 }
+
+// referenceName is a scheduler_perf test case or workload name.
+var referenceName = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
+// decodeReference reads reference: {schedulerPerf: {package, config, testCase, workload}}.
+func decodeReference(d *strictyaml.Decoder, v *yaml.Node) *Reference {
+	var r *Reference
+	d.Map(v, "reference", []string{"schedulerPerf"}, func(_ string, _, v *yaml.Node) {
+		r = &Reference{}
+		const f = "reference.schedulerPerf"
+		got := map[string]*yaml.Node{}
+		d.Map(v, f, []string{"package", "config", "testCase", "workload"}, func(key string, _, v *yaml.Node) {
+			got[key] = v
+			val, ok := d.String(v, f+"."+key)
+			if !ok {
+				return
+			}
+			switch key {
+			case "package":
+				r.Package = val
+				if !referencePackage.MatchString(val) {
+					d.Errorf(v, f+".package", "%q: want a package below test/integration/scheduler_perf, e.g. podgroup/gangscheduling", val)
+				}
+			case "config":
+				r.Config = val
+				if !strings.HasSuffix(val, ".yaml") || strings.Contains(val, "/") {
+					d.Errorf(v, f+".config", "%q: want a workload file of the package, e.g. performance-config.yaml", val)
+				}
+			case "testCase", "workload":
+				if !referenceName.MatchString(val) {
+					d.Errorf(v, f+"."+key, "%q: want a scheduler_perf name (letters, digits, _)", val)
+				}
+				if key == "testCase" {
+					r.TestCase = val
+				} else {
+					r.Workload = val
+				}
+			}
+		})
+		for _, key := range []string{"package", "config", "testCase", "workload"} {
+			if got[key] == nil {
+				d.Errorf(v, f+"."+key, "missing")
+			}
+		}
+	})
+	return r
+}
+
+// referencePackage is a package path below test/integration/scheduler_perf.
+var referencePackage = regexp.MustCompile(`^[a-z0-9_]+(/[a-z0-9_]+)*$`)

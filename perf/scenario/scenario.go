@@ -45,7 +45,10 @@ type Scenario struct {
 	Description string
 	// Source says where the shape comes from (e.g. an upstream scheduler_perf workload).
 	Source      string
-	Cluster     Cluster
+	// Reference names the upstream scheduler_perf workload this scenario reproduces, when it does:
+	// `perf reference` runs that workload in-process as the yardstick for this scenario's figures.
+	Reference *Reference
+	Cluster   Cluster
 	Scheduler   Scheduler
 	Phases      []Phase
 	Repetitions int
@@ -62,6 +65,21 @@ type Scenario struct {
 	// count it was resolved for, so two runs with equal hashes ran the same workload.
 	File string
 	Hash string
+}
+
+// Reference is an upstream scheduler_perf workload.
+type Reference struct {
+	// Package is below test/integration/scheduler_perf, e.g. podgroup/gangscheduling.
+	Package string
+	// Config is the workload file in that package, e.g. performance-config.yaml.
+	Config string
+	// TestCase and Workload name the workload in Config: GangScheduling, 5000Nodes_1000Gangs_3000Pods.
+	TestCase, Workload string
+}
+
+// Benchmark is the benchmark name scheduler_perf gives the workload.
+func (r Reference) Benchmark() string {
+	return "BenchmarkPerfScheduling/" + r.TestCase + "/" + r.Workload
 }
 
 // Cluster is the shape of the cluster a scenario needs.

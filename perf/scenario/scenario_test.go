@@ -232,7 +232,12 @@ func TestInvalidInline(t *testing.T) {
 		{"no kind", "apiVersion: gangbench.dev/v1alpha1\n", "x.yaml:1: kind: missing; want Scenario"},
 		{"unknown top-level field", head + "phase:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1}\n",
 			"x.yaml:1: phases: a scenario needs at least one phase\n" +
-				"x.yaml:5: phase: unknown field (accepted: apiVersion, kind, metadata, description, source, params, cluster, scheduler, repetitions, timeout, settle, measurements, phases)"},
+				"x.yaml:5: phase: unknown field (accepted: apiVersion, kind, metadata, description, source, reference, params, cluster, scheduler, repetitions, timeout, settle, measurements, phases)"},
+		{"bad reference", head + "reference:\n  schedulerPerf: {package: ../gang, config: perf/x.yaml, testCase: Gang-Scheduling}\nphases:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1}\n",
+			`x.yaml:6: reference.schedulerPerf.package: "../gang": want a package below test/integration/scheduler_perf, e.g. podgroup/gangscheduling` + "\n" +
+				`x.yaml:6: reference.schedulerPerf.config: "perf/x.yaml": want a workload file of the package, e.g. performance-config.yaml` + "\n" +
+				`x.yaml:6: reference.schedulerPerf.testCase: "Gang-Scheduling": want a scheduler_perf name (letters, digits, _)` + "\n" +
+				"x.yaml:6: reference.schedulerPerf.workload: missing"},
 		{"unknown policy", head + "phases:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1, policy: Gang}\n",
 			`x.yaml:6: phases[0].policy: "Gang" is not a policy (accepted: gang, basic)`},
 	} {

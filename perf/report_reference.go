@@ -1,0 +1,138 @@
+package perf
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/gangbench/gangbench/perf/measure"
+	"github.com/gangbench/gangbench/results"
+)
+
+// Targets of the perf-fidelity work: gangbench keeps most of the scheduler's in-process speed.
+const (
+	// TargetBindingRatio: gangbench's binding rate at least this share of scheduler_perf's
+	// SchedulingThroughput average.
+	TargetBindingRatio = 0.8
+	// TargetAttemptRatio: gangbench's podgroup attempt duration at most this multiple of scheduler_perf's.
+	TargetAttemptRatio = 1.25
+)
+
+// ItemReferenceRatio is gangbench's figure over scheduler_perf's for one scenario (label scenario):
+// BindingRate (higher is better, target ≥ 0.8) and AttemptDuration (lower is better, ≤ 1.25).
+const ItemReferenceRatio = "referenceRatio"
+
+// seconds converts a scheduler_perf histogram figure to seconds: it reports them in ms.
+func seconds(v float64, unit string) float64 {
+	if unit == "ms" {
+		return v / 1000
+	}
+	return v
+}
+
+// ReferenceLine is one reference run in a line.
+func ReferenceLine(scenario string, r *ReferenceResult) string {
+	if r == nil {
+		return scenario + ": no reference run"
+	}
+	s := fmt.Sprintf("%s: scheduler_perf %s (%.0f s):", scenario, r.Benchmark, r.Wall.Seconds())
+	if v, ok := r.Figure(RefThroughput, "Average"); ok {
+		s += fmt.Sprintf(" SchedulingThroughput avg %.1f pods/s", v)
+	}
+	if v, ok := r.Figure(RefThroughput, "Perc50"); ok {
+		s += fmt.Sprintf(" (p50 %.0f)", v)
+	}
+	for _, m := range []struct{ metric, name string }{{RefAttempt, "podgroup attempt"}, {RefAlgorithm, "algorithm"}} {
+		if v, ok := r.Figure(m.metric, "Average"); ok {
+			s += fmt.Sprintf(", %s avg %.1f ms", m.name, 1000*seconds(v, r.Items[m.metric].Unit))
+		}
+	}
+	return s
+}
+
+// median of a scenario's bucket over the repetitions of a run.
+func runMedian(run *results.Run, scenario, item, bucket string) (float64, int) {
+	var vs []float64
+	for _, d := range run.DataItems {
+		if d.Name != item || d.Labels["scenario"] != scenario || d.Labels["phase"] != "" {
+			continue
+		}
+		if v, ok := d.Data[bucket]; ok {
+			vs = append(vs, v)
+		}
+	}
+	if len(vs) == 0 {
+		return 0, 0
+	}
+	slices.Sort(vs)
+	if len(vs)%2 == 1 {
+		return vs[len(vs)/2], len(vs)
+	}
+	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2, len(vs)
+}
+
+// ReferenceRatios compares a run's figures of one scenario with its reference run: the data items
+// for run.json and a line each for people.
+func ReferenceRatios(run *results.Run, scenario string, r *ReferenceResult) (results.DataItem, []string) {
+	item := results.DataItem{Name: ItemReferenceRatio, Unit: "×", Labels: map[string]string{"scenario": scenario, "workload": r.Benchmark}, Data: map[string]float64{}}
+	var lines []string
+	verdict := func(ok bool) string {
+		if ok {
+			return "target met"
+		}
+		return "target missed"
+	}
+	if ref, ok := r.Figure(RefThroughput, "Average"); ok && ref > 0 {
+		if gb, n := runMedian(run, scenario, measure.ItemBindingRate, "Average"); n > 0 {
+			ratio := gb / ref
+			item.Data["BindingRate"] = ratio
+			lines = append(lines, fmt.Sprintf("binding rate: gangbench %.1f pods/s (median of %d), scheduler_perf %.1f pods/s: %.2f× (target ≥ %.2f×, %s)", gb, n, ref, ratio, TargetBindingRatio, verdict(ratio >= TargetBindingRatio)))
+		}
+	}
+	if ref, ok := r.Figure(RefAttempt, "Average"); ok && ref > 0 {
+		ref = seconds(ref, r.Items[RefAttempt].Unit)
+		if gb, n := runMedian(run, scenario, "podGroupAttemptDuration", "Average"); n > 0 {
+			ratio := gb / ref
+			item.Data["AttemptDuration"] = ratio
+			lines = append(lines, fmt.Sprintf("podgroup attempt: gangbench %.1f ms (median of %d), scheduler_perf %.1f ms: %.2f× (target ≤ %.2f×, %s)", 1000*gb, n, 1000*ref, ratio, TargetAttemptRatio, verdict(ratio <= TargetAttemptRatio)))
+		}
+	}
+	if len(lines) == 0 {
+		lines = append(lines, "no figures to compare: the run has no binding rate or podgroup attempt duration for "+scenario)
+	}
+	return item, lines
+}
+
+// RatioLines is ReferenceRatios' lines alone.
+func RatioLines(run *results.Run, scenario string, r *ReferenceResult) []string {
+	if r == nil {
+		return nil
+	}
+	_, lines := ReferenceRatios(run, scenario, r)
+	return lines
+}
+
+// ReferenceSection is the reference comparison of a run for its reports, one line per scenario
+// that had a reference run: the ratios with their targets, and scheduler_perf's figures.
+func ReferenceSection(r *results.Run) []string {
+	var out []string
+	for _, d := range r.DataItems {
+		if d.Name != ItemReferenceRatio {
+			continue
+		}
+		sc := d.Labels["scenario"]
+		s := fmt.Sprintf("%s vs scheduler_perf %s:", sc, d.Labels["workload"])
+		if v, ok := d.Data["BindingRate"]; ok {
+			s += fmt.Sprintf(" binding rate %.2f× (target ≥ %.2f×)", v, TargetBindingRatio)
+		}
+		if v, ok := d.Data["AttemptDuration"]; ok {
+			s += fmt.Sprintf(", podgroup attempt %.2f× (target ≤ %.2f×)", v, TargetAttemptRatio)
+		}
+		for _, ref := range r.DataItems {
+			if ref.Name == ItemReference && ref.Labels["scenario"] == sc && ref.Labels["metric"] == RefThroughput {
+				s += fmt.Sprintf("; scheduler_perf SchedulingThroughput avg %.1f pods/s", ref.Data["Average"])
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
