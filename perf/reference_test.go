@@ -47,7 +47,9 @@ func TestReadReferenceItems(t *testing.T) {
 	}
 
 	// gangbench measured 90 and 100 pods/s over two repetitions (median 95) and a 33 ms attempt.
-	lab := func(rep string) map[string]string { return map[string]string{"scenario": "upstream-1000gangs-3pods", "repetition": rep} }
+	lab := func(rep string) map[string]string {
+		return map[string]string{"scenario": "upstream-1000gangs-3pods", "repetition": rep}
+	}
 	run := &results.Run{DataItems: []results.DataItem{
 		{Name: measure.ItemBindingRate, Labels: lab("1"), Data: map[string]float64{"Average": 90}},
 		{Name: measure.ItemBindingRate, Labels: lab("2"), Data: map[string]float64{"Average": 100}},

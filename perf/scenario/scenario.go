@@ -44,11 +44,11 @@ type Scenario struct {
 	Labels      []string
 	Description string
 	// Source says where the shape comes from (e.g. an upstream scheduler_perf workload).
-	Source      string
+	Source string
 	// Reference names the upstream scheduler_perf workload this scenario reproduces, when it does:
 	// `perf reference` runs that workload in-process as the yardstick for this scenario's figures.
-	Reference *Reference
-	Cluster   Cluster
+	Reference   *Reference
+	Cluster     Cluster
 	Scheduler   Scheduler
 	Phases      []Phase
 	Repetitions int
