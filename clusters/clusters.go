@@ -79,6 +79,26 @@ type Spec struct {
 	KubeBinDir string
 	// ReadyTimeout bounds the whole create (components and nodes Ready); zero means a default.
 	ReadyTimeout time.Duration
+	// NodeLeaseSeconds is the lease duration of the simulated nodes; kwok renews each lease a
+	// quarter of it apart, as a kubelet does. Zero means the kubelet's default, 40 s. A longer one
+	// (perf's quiet profile) takes the renewal load off the control plane; the controller-manager's
+	// node-monitor-grace-period is then raised to match (NodeMonitorGracePeriod), so that the node
+	// lifecycle controller does not mark nodes NotReady between renewals.
+	NodeLeaseSeconds int
+}
+
+// DefaultNodeLeaseSeconds is the kubelet's default node lease duration.
+const DefaultNodeLeaseSeconds = 40
+
+// NodeMonitorGracePeriod is the kube-controller-manager --node-monitor-grace-period that goes with
+// a node lease duration: "" for the default lease (the controller-manager's own default, 50 s,
+// then applies), else the lease duration plus the default's 10 s of slack. A lease renewed every
+// quarter of its duration is then never older than the grace period while kwok runs.
+func NodeMonitorGracePeriod(leaseSeconds int) string {
+	if leaseSeconds == 0 || leaseSeconds == DefaultNodeLeaseSeconds {
+		return ""
+	}
+	return strconv.Itoa(leaseSeconds+10) + "s"
 }
 
 // DefaultKubernetesVersion is the version built and run when a caller does not choose one.

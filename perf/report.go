@@ -285,6 +285,7 @@ func envLine(r *results.Run) string {
 		}
 	}
 	add("provider", e.Provider)
+	add("profile", e.Profile)
 	add("apiserver", e.KubernetesVersion)
 	add("scheduler", e.SchedulerVersion)
 	add("scheduler binary", e.SchedulerBinary)

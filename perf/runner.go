@@ -72,6 +72,8 @@ type Options struct {
 	PartialGrace time.Duration
 	// Faults are injected into every repetition's measured window (the cluster must have Control).
 	Faults []Fault
+	// Profile is the load profile the clusters were made with (ApplyProfile), for the record.
+	Profile string
 	// Skipped are scenarios of the selected set that do not fit the cluster; each is recorded as a
 	// skipped case with its reason, so the run says what it did not measure.
 	Skipped  []Skipped
@@ -99,7 +101,7 @@ func Run(ctx context.Context, o Options) (*results.Run, error) {
 		o.Scenarios = withInvariants(o.Scenarios)
 	}
 	r := &runner{o: o, run: &results.Run{ID: o.ID, Command: o.Command, Started: o.Started}}
-	r.run.Environment = results.Environment{Host: results.CurrentHost(), SchedulerBinary: o.SchedulerBinary, Extra: map[string]string{
+	r.run.Environment = results.Environment{Host: results.CurrentHost(), SchedulerBinary: o.SchedulerBinary, Profile: o.Profile, Extra: map[string]string{
 		"goVersion": runtime.Version(), "cpus": strconv.Itoa(runtime.NumCPU()),
 	}}
 	if err := os.MkdirAll(o.RunDir, 0o755); err != nil {

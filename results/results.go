@@ -75,7 +75,9 @@ type Environment struct {
 	GPUsPerNode  int               `json:"gpusPerNode,omitempty"`
 	Host         Host              `json:"host"`
 	FeatureGates map[string]string `json:"featureGates,omitempty"`
-	Extra        map[string]string `json:"extra,omitempty"`
+	// Profile is perf's load profile (quiet or realistic); empty for conformance runs.
+	Profile string            `json:"profile,omitempty"`
+	Extra   map[string]string `json:"extra,omitempty"`
 }
 
 // Host is the machine gangbench ran on.

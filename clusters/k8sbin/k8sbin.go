@@ -106,7 +106,7 @@ func (t Target) cacheKey() string {
 	case t.Name == TargetUpstreamE2E:
 		return t.Version + "-" + upstreamE2EDigest()
 	case t.Name == TargetSchedulerPerf:
-		return t.Version + "-" + strings.ReplaceAll(t.Package, "/", "-")
+		return t.Version + "-" + strings.ReplaceAll(t.Package, "/", "-") + "-r" + schedPerfRecipe
 	}
 	return t.Version
 }

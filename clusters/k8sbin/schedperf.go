@@ -24,6 +24,9 @@ const SchedulerPerfBinary = "scheduler-perf.test"
 // SchedulerPerfRoot is where scheduler_perf lives in k8s.io/kubernetes.
 const SchedulerPerfRoot = "test/integration/scheduler_perf"
 
+// schedPerfRecipe changes when the way the binary is built changes, so a cached one is rebuilt.
+const schedPerfRecipe = "2"
+
 // schedPerfPackage is a package path below SchedulerPerfRoot: lower-case words joined by '/'.
 var schedPerfPackage = regexp.MustCompile(`^[a-z0-9_]+(/[a-z0-9_]+)*$`)
 
@@ -78,7 +81,10 @@ func (g *GoBuilder) buildSchedulerPerf(ctx context.Context, t Target, work, outD
 	}
 	progress(sources, true)
 	progress(SchedulerPerfBinary, false)
-	if err := g.run(ctx, work, nil, "test", "-c", "-trimpath", "-ldflags", kubeLDFlags(t.Version), "-o", filepath.Join(outDir, SchedulerPerfBinary), pkg); err != nil {
+	// No -trimpath: the in-process test apiserver finds its fixtures from its own source path
+	// (runtime.Caller), which must stay absolute ("can't construct an absolute path from
+	// k8s.io/kubernetes@v1.37.2/cmd/kube-apiserver/app/testing" otherwise).
+	if err := g.run(ctx, work, nil, "test", "-c", "-ldflags", kubeLDFlags(t.Version), "-o", filepath.Join(outDir, SchedulerPerfBinary), pkg); err != nil {
 		return err
 	}
 	if err := copyYAML(strings.TrimSpace(dir.String()), outDir); err != nil {

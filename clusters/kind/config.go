@@ -120,6 +120,9 @@ func componentFlags(spec clusters.Spec, c clusters.Component) map[string]string 
 	if _, ok := kubeadmComponent(c); ok && len(spec.ComponentFeatureGates[c]) > 0 {
 		f["feature-gates"] = renderGates(componentFeatureGates(spec, c))
 	}
+	if g := clusters.NodeMonitorGracePeriod(spec.NodeLeaseSeconds); c == clusters.ControllerManager && g != "" {
+		f["node-monitor-grace-period"] = g
+	}
 	maps.Copy(f, trimmedArgs(spec.ExtraArgs[c]))
 	if len(f) == 0 {
 		return nil

@@ -7,6 +7,8 @@ import (
 	_ "embed" // for the go:embed of config.yaml
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 )
 
 // configYAML is embedded as a string, not []byte, so no caller can change it: Config hands out copies.
@@ -35,10 +37,18 @@ func Config() []byte {
 	return []byte(configYAML)
 }
 
-// WriteConfig writes Config to path with mode 0600 (an existing file is truncated and its mode fixed),
-// for kwok's --config flag.
-func WriteConfig(path string) error {
-	if err := os.WriteFile(path, Config(), 0o600); err != nil {
+// ConfigWithLease is Config with nodeLeaseDurationSeconds set to seconds (0 keeps the default, 40).
+func ConfigWithLease(seconds int) []byte {
+	if seconds == 0 {
+		return Config()
+	}
+	return []byte(strings.Replace(configYAML, "nodeLeaseDurationSeconds: 40\n", "nodeLeaseDurationSeconds: "+strconv.Itoa(seconds)+"\n", 1))
+}
+
+// WriteConfig writes ConfigWithLease(leaseSeconds) to path with mode 0600 (an existing file is
+// truncated and its mode fixed), for kwok's --config flag.
+func WriteConfig(path string, leaseSeconds int) error {
+	if err := os.WriteFile(path, ConfigWithLease(leaseSeconds), 0o600); err != nil {
 		return fmt.Errorf("kwok: write config: %w", err)
 	}
 	// WriteFile keeps the mode of a file that already existed.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gangbench/gangbench/clusters"
 	"io"
 	"os"
 	"path/filepath"
@@ -135,7 +136,7 @@ func TestWriteConfig(t *testing.T) {
 	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteConfig(path); err != nil {
+	if err := WriteConfig(path, 0); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(path)
@@ -152,7 +153,7 @@ func TestWriteConfig(t *testing.T) {
 	if st.Mode().Perm() != 0o600 {
 		t.Errorf("mode = %v, want 0600", st.Mode().Perm())
 	}
-	if err := WriteConfig(filepath.Join(t.TempDir(), "missing", "kwok.yaml")); err == nil {
+	if err := WriteConfig(filepath.Join(t.TempDir(), "missing", "kwok.yaml"), 0); err == nil {
 		t.Error("want error for a missing directory")
 	}
 }
@@ -341,5 +342,22 @@ func TestPodReadyStage(t *testing.T) {
 	sel := get(stages(t)["pod-ready"], "spec", "selector")
 	if !strings.Contains(fmt.Sprint(sel), ".spec.nodeName") || !strings.Contains(fmt.Sprint(sel), ".metadata.deletionTimestamp") {
 		t.Errorf("pod-ready must select bound, not terminating pods: %v", sel)
+	}
+}
+
+// TestConfigWithLease: a longer lease reaches kwok's options, and the controller-manager's grace
+// period the providers derive from it outlasts the renewal interval (a quarter of the lease).
+func TestConfigWithLease(t *testing.T) {
+	if !bytes.Contains(ConfigWithLease(3600), []byte("nodeLeaseDurationSeconds: 3600\n")) || bytes.Contains(ConfigWithLease(3600), []byte("nodeLeaseDurationSeconds: 40\n")) {
+		t.Error("ConfigWithLease(3600) does not set the lease")
+	}
+	if !bytes.Equal(ConfigWithLease(0), Config()) {
+		t.Error("ConfigWithLease(0) must be the default config")
+	}
+	if g := clusters.NodeMonitorGracePeriod(3600); g != "3610s" {
+		t.Errorf("grace period for a 3600 s lease: %q", g)
+	}
+	if g := clusters.NodeMonitorGracePeriod(0); g != "" {
+		t.Errorf("the default lease keeps the controller-manager's default grace period, got %q", g)
 	}
 }

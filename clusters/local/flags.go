@@ -133,6 +133,9 @@ func componentArgs(c clusters.Component, l layout, spec clusters.Spec) ([]string
 			"profiling":      "false",
 			"feature-gates":  renderGates(featureGatesFor(spec, c)),
 		}
+		if g := clusters.NodeMonitorGracePeriod(spec.NodeLeaseSeconds); g != "" {
+			flags["node-monitor-grace-period"] = g
+		}
 	case clusters.Scheduler:
 		kc := l.kubeconfig("scheduler")
 		flags = map[string]string{

@@ -44,6 +44,7 @@ type perfRunFlags struct {
 	faults     []string
 	safety     existing.SafetyOptions
 	reference  bool
+	profile    string
 }
 
 func newPerfCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
@@ -116,6 +117,7 @@ Results are written in every case.`,
 	fs.DurationVar(&f.grace, "partial-grace", 0, "how long a partially bound gang may go without a member bound before it counts as a partial placement (default 30s)")
 	fs.DurationVar(&f.deadline, "deadline", 60*time.Minute, "the whole run's deadline")
 	fs.StringArrayVar(&f.faults, "fault", nil, "inject a fault into each repetition (repeatable): "+perf.FaultForms)
+	fs.StringVar(&f.profile, "profile", perf.ProfileQuiet, "load beside the scheduler: quiet (node leases renewed every 15 min, only the controllers a run needs) or realistic (kubelet-like 10 s lease renewal, every controller); ignored with --kubeconfig")
 	fs.BoolVar(&f.reference, "reference", false, "after the run, run the upstream scheduler_perf workload each scenario names (reference.schedulerPerf) in-process and report gangbench's figures as ratios of it")
 	return cmd
 }
@@ -193,6 +195,13 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 			return usageError{err}
 		}
 	}
+	profile := f.profile
+	if !slices.Contains(perf.Profiles(), profile) {
+		return usageError{fmt.Errorf("--profile %q: accepted: %s", profile, strings.Join(perf.Profiles(), ", "))}
+	}
+	if source != nil {
+		profile = "" // an existing cluster runs as it was made
+	}
 	if source == nil {
 		provider := f.cluster.resolveProvider(ctx, stderr)
 		// Refused here, before binaries are built or any cluster starts.
@@ -200,9 +209,9 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 			return usageError{fmt.Errorf("--fault: %w", err)}
 		}
 		if provider == kind.ProviderName {
-			source, err = kindSource(cmd, &f.cluster, stderr)
+			source, err = kindSource(cmd, &f.cluster, profile, stderr)
 		} else {
-			source, err = localSource(ctx, cmd, &f.cluster, stderr)
+			source, err = localSource(ctx, cmd, &f.cluster, profile, stderr)
 		}
 		if err != nil {
 			return err
@@ -230,7 +239,7 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 	run, runErr := perf.Run(ctx, perf.Options{
 		Scenarios: scs, Objectives: objectives, Source: source, RunDir: runDir, ID: id, Started: started,
 		SchedulerBinary: f.cluster.schedulerBin, Workers: f.workers, LoadQPS: f.loadQPS, LoadBurst: int(f.loadQPS),
-		PartialGrace: f.grace, Faults: faults, Progress: progress, Log: log, Skipped: skipped,
+		PartialGrace: f.grace, Faults: faults, Progress: progress, Log: log, Skipped: skipped, Profile: profile,
 	})
 	progress.Wait()
 	if f.reference && runErr == nil {
@@ -299,7 +308,7 @@ func scenarioNames(scs []*scenario.Scenario) string {
 
 // perfBaseSpec is the cluster spec every scenario's cluster starts from; its node count is set per
 // scenario, so the rest is validated with a placeholder.
-func perfBaseSpec(cmd *cobra.Command, f *clusterFlags) (clusters.Spec, error) {
+func perfBaseSpec(cmd *cobra.Command, f *clusterFlags, profile string) (clusters.Spec, error) {
 	if !cmd.Flags().Changed("name") {
 		// Unique per run, so a perf run never collides with a user's cluster or another run.
 		f.name = fmt.Sprintf("perf-%d", os.Getpid())
@@ -311,6 +320,9 @@ func perfBaseSpec(cmd *cobra.Command, f *clusterFlags) (clusters.Spec, error) {
 		return clusters.Spec{}, err
 	}
 	spec.Nodes = 0
+	if err := perf.ApplyProfile(&spec, profile); err != nil {
+		return clusters.Spec{}, usageError{err}
+	}
 	if !cmd.Flags().Changed("timeout") {
 		spec.ReadyTimeout = 0 // the source scales it with the node count
 	}
@@ -319,8 +331,8 @@ func perfBaseSpec(cmd *cobra.Command, f *clusterFlags) (clusters.Spec, error) {
 
 // localSource builds the local provider's source from the cluster flags. The binaries are built
 // here, with progress on the terminal, rather than silently inside the first cluster create.
-func localSource(ctx context.Context, cmd *cobra.Command, f *clusterFlags, stderr io.Writer) (perf.ClusterSource, error) {
-	spec, err := perfBaseSpec(cmd, f)
+func localSource(ctx context.Context, cmd *cobra.Command, f *clusterFlags, profile string, stderr io.Writer) (perf.ClusterSource, error) {
+	spec, err := perfBaseSpec(cmd, f, profile)
 	if err != nil {
 		return nil, err
 	}
@@ -340,11 +352,11 @@ func localSource(ctx context.Context, cmd *cobra.Command, f *clusterFlags, stder
 
 // kindSource builds the kind provider's source from the cluster flags: --workers real worker
 // nodes per cluster, the rest of each scenario's nodes simulated by kwok.
-func kindSource(cmd *cobra.Command, f *clusterFlags, stderr io.Writer) (perf.ClusterSource, error) {
+func kindSource(cmd *cobra.Command, f *clusterFlags, profile string, stderr io.Writer) (perf.ClusterSource, error) {
 	if f.kwokNodes != 0 {
 		return nil, usageError{errors.New("--kwok-nodes: perf run derives the kwok nodes from each scenario's node count minus --workers")}
 	}
-	spec, err := perfBaseSpec(cmd, f)
+	spec, err := perfBaseSpec(cmd, f, profile)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,65 @@
+package perf
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/gangbench/gangbench/clusters"
+)
+
+// Profiles say how much load runs beside the scheduler during a measurement.
+const (
+	// ProfileQuiet (the default) measures the scheduler's algorithm with the least load beside it
+	// that keeps the cluster honest: node leases renewed every 15 minutes instead of every 10 s
+	// (at 5000 nodes, 500 lease writes a second less for the apiserver and etcd), the controller-
+	// manager's node-monitor-grace-period raised to match so no node goes NotReady, and only the
+	// controllers a run needs.
+	ProfileQuiet = "quiet"
+	// ProfileRealistic keeps a kubelet's heartbeat (40 s leases renewed every 10 s) and every
+	// controller, for users who want the scheduler measured on a loaded control plane.
+	ProfileRealistic = "realistic"
+)
+
+// Profiles lists the profiles.
+func Profiles() []string { return []string{ProfileQuiet, ProfileRealistic} }
+
+// QuietLeaseSeconds is the node lease duration of the quiet profile; kwok renews a quarter of it apart.
+const QuietLeaseSeconds = 3600
+
+// QuietControllers are the controller-manager's controllers in the quiet profile: service
+// accounts and their tokens (pods are admitted only once their namespace's default account
+// exists), namespace deletion between repetitions, garbage collection, the PodGroup finalizer,
+// pod GC, the node lifecycle and taint eviction (nodes stay honest), disruption budgets
+// (preemption respects them) and the root CA config map (real kubelets' pods mount it on kind).
+func QuietControllers() []string {
+	return []string{
+		"serviceaccount-controller", "serviceaccount-token-controller", "namespace-controller",
+		"garbage-collector-controller", "podgroup-protection-controller", "pod-garbage-collector-controller",
+		"node-lifecycle-controller", "taint-eviction-controller", "disruption-controller",
+		"root-ca-certificate-publisher-controller",
+	}
+}
+
+// ApplyProfile sets a cluster spec for a profile. Flags the user gave (spec.ExtraArgs) win.
+func ApplyProfile(spec *clusters.Spec, profile string) error {
+	switch profile {
+	case ProfileRealistic:
+		return nil
+	case ProfileQuiet, "":
+	default:
+		return fmt.Errorf("profile %q: accepted: %s", profile, strings.Join(Profiles(), ", "))
+	}
+	if spec.NodeLeaseSeconds == 0 {
+		spec.NodeLeaseSeconds = QuietLeaseSeconds
+	}
+	args := map[string]string{"controllers": strings.Join(QuietControllers(), ",")}
+	maps.Copy(args, spec.ExtraArgs[clusters.ControllerManager])
+	if spec.ExtraArgs == nil {
+		spec.ExtraArgs = map[clusters.Component]map[string]string{}
+	} else {
+		spec.ExtraArgs = maps.Clone(spec.ExtraArgs)
+	}
+	spec.ExtraArgs[clusters.ControllerManager] = args
+	return nil
+}
