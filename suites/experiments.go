@@ -115,7 +115,7 @@ func experimentFeatures() []Feature {
 							loser = "team-a"
 						}
 						var gang, resource bool
-						Eventually(ctx, t, l.env.d(30*time.Second), "both FailedScheduling messages on "+loser+" pods", func(ctx context.Context) (bool, string, error) {
+						l.EventuallySettled(ctx, t, l.env.d(30*time.Second), "both FailedScheduling messages on "+loser+" pods", func(ctx context.Context) (bool, string, error) {
 							evs, err := l.Events(ctx, "")
 							if err != nil {
 								return false, "", err
@@ -146,7 +146,7 @@ func experimentFeatures() []Feature {
 						// Every member has been looked at; one marked unschedulable in one cycle can
 						// still be bound in the next (the pods arrive one by one), so the final count
 						// is awaited within a window rather than read at the first decision.
-						Eventually(ctx, t, l.env.d(30*time.Second), "4 of team-a bound, 1 unschedulable, 8 GPUs", func(ctx context.Context) (bool, string, error) {
+						l.EventuallySettled(ctx, t, l.env.d(30*time.Second), "4 of team-a bound, 1 unschedulable, 8 GPUs", func(ctx context.Context) (bool, string, error) {
 							o, err := l.Observe(ctx)
 							if err != nil {
 								return false, "", err

@@ -98,7 +98,7 @@ func minCountFeatures() []Feature {
 						if o.Bound("short") != 0 {
 							t.Fatalf("want 0 bound; got %s", o)
 						}
-						Eventually(ctx, t, l.env.d(30*time.Second), "FailedScheduling and PodScheduled=False/Unschedulable on every member", func(ctx context.Context) (bool, string, error) {
+						l.EventuallySettled(ctx, t, l.env.d(30*time.Second), "FailedScheduling and PodScheduled=False/Unschedulable on every member", func(ctx context.Context) (bool, string, error) {
 							fs, err := bmFailedScheduling(ctx, l)
 							if err != nil {
 								return false, "", err
@@ -130,7 +130,7 @@ func minCountFeatures() []Feature {
 					}},
 				{A: Assertion{ID: "MIN-06", Statement: "the PodGroup message says \"minCount (3) cannot be satisfied\" and \"pod group preemption: No preemption victims found for incoming preemptor\"", Ref: bmSemRef + "B.9; §3.4"},
 					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-						Eventually(ctx, t, l.env.d(30*time.Second), "the PodGroup message to name minCount and the preemption result", func(ctx context.Context) (bool, string, error) {
+						l.EventuallySettled(ctx, t, l.env.d(30*time.Second), "the PodGroup message to name minCount and the preemption result", func(ctx context.Context) (bool, string, error) {
 							pg, err := l.PodGroup(ctx, "short")
 							if err != nil {
 								return false, "", err
@@ -145,7 +145,7 @@ func minCountFeatures() []Feature {
 					}},
 				{A: Assertion{ID: "MIN-07", Statement: "the 2 members that fit in simulation get FailedScheduling \"pod group is unschedulable, …\", the third \"0/N nodes are available\"", Ref: bmSemRef + "B.9; §3.4; §7"},
 					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-						Eventually(ctx, t, l.env.d(30*time.Second), "2 members with the group message and 1 with a fit error", func(ctx context.Context) (bool, string, error) {
+						l.EventuallySettled(ctx, t, l.env.d(30*time.Second), "2 members with the group message and 1 with a fit error", func(ctx context.Context) (bool, string, error) {
 							fs, err := bmFailedScheduling(ctx, l)
 							if err != nil {
 								return false, "", err
@@ -369,7 +369,7 @@ func mcPatchMinCount(ctx context.Context, t *testing.T, l *Lane, group string, m
 // none of them is bound.
 func mcWaitPodReasons(ctx context.Context, t *testing.T, l *Lane, pods []string, reason string) {
 	t.Helper()
-	Eventually(ctx, t, l.env.d(30*time.Second), fmt.Sprintf("pods %v PodScheduled=False/%s", pods, reason), func(ctx context.Context) (bool, string, error) {
+	l.EventuallySettled(ctx, t, l.env.d(30*time.Second), fmt.Sprintf("pods %v PodScheduled=False/%s", pods, reason), func(ctx context.Context) (bool, string, error) {
 		all, err := l.Pods(ctx)
 		if err != nil {
 			return false, "", err

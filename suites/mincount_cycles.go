@@ -82,7 +82,7 @@ func minCountCycleFeatures() []Feature {
 						patched := time.Now()
 						mcPatchMinCount(ctx, t, l, "short", 4)
 						var o Outcome
-						Eventually(ctx, t, l.env.d(60*time.Second), "4 of the 5 members bound", func(ctx context.Context) (bool, string, error) {
+						l.EventuallySettled(ctx, t, l.env.d(60*time.Second), "4 of the 5 members bound", func(ctx context.Context) (bool, string, error) {
 							var err error
 							o, err = l.Observe(ctx)
 							return err == nil && o.Bound("short") >= 4, o.String(), err
@@ -124,7 +124,7 @@ func minCountCycleFeatures() []Feature {
 						bmRemovePod(ctx, t, l, walls[0].Name)
 						// Any member's FailedScheduling naming the new minCount proves the cycle after
 						// the room appeared read it (the message of the old one says minCount (3)).
-						Eventually(ctx, t, l.env.d(mcRequeueBound), "a FailedScheduling of a member naming minCount (4)", func(ctx context.Context) (bool, string, error) {
+						l.EventuallySettled(ctx, t, l.env.d(mcRequeueBound), "a FailedScheduling of a member naming minCount (4)", func(ctx context.Context) (bool, string, error) {
 							evs, err := l.Events(ctx, "")
 							if err != nil {
 								return false, "", err

@@ -100,7 +100,7 @@ func obsGauge(ctx context.Context, t *testing.T, l *Lane, name string, match map
 		t.Skipf("scheduler metrics unavailable: %v", err)
 	}
 	var v float64
-	err := Poll(ctx, l.env.d(30*time.Second), fmt.Sprintf("%s ≥ %g", obsSelector(name, match), atLeast), func(ctx context.Context) (bool, string, error) {
+	err := l.PollSettled(ctx, l.env.d(30*time.Second), fmt.Sprintf("%s ≥ %g", obsSelector(name, match), atLeast), func(ctx context.Context) (bool, string, error) {
 		s, err := l.env.SchedulerMetrics(ctx)
 		if err != nil {
 			return false, "", err
@@ -284,7 +284,7 @@ func observabilityFeatures() []Feature {
 					l.WaitBound(ctx, t, l.env.d(90*time.Second), names(ms)...)
 					preempted = true
 					preSched.require(t)
-					err := Poll(ctx, l.env.d(15*time.Second), "scheduler_workload_preemption_victims count to rise", func(ctx context.Context) (bool, string, error) {
+					err := l.PollSettled(ctx, l.env.d(15*time.Second), "scheduler_workload_preemption_victims count to rise", func(ctx context.Context) (bool, string, error) {
 						after, err := l.env.SchedulerMetrics(ctx)
 						if err != nil {
 							return false, "", err

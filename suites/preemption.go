@@ -278,7 +278,7 @@ func waitPreempted(ctx context.Context, t *testing.T, l *Lane, r *recorder, vict
 // waitVictims is waitPreempted with the DisruptionTarget message the victims must carry (exactly).
 func waitVictims(ctx context.Context, t *testing.T, l *Lane, r *recorder, want string, victims ...string) {
 	t.Helper()
-	err := Poll(ctx, l.env.d(90*time.Second), fmt.Sprintf("victims %v deleted", victims), func(context.Context) (bool, string, error) {
+	err := l.PollSettled(ctx, l.env.d(90*time.Second), fmt.Sprintf("victims %v deleted", victims), func(context.Context) (bool, string, error) {
 		for _, v := range victims {
 			if !r.get(v).deleted {
 				return false, r.describe(victims...), nil
@@ -363,7 +363,7 @@ func waitGroupMessage(ctx context.Context, t *testing.T, l *Lane, timeout time.D
 	t.Helper()
 	var got *metav1.Condition
 	last := "PodGroup not read yet"
-	err := Poll(ctx, timeout, fmt.Sprintf("PodGroup %s %s=%s/%s with a message containing %q", group, ConditionType, status, reason, subs), func(ctx context.Context) (bool, string, error) {
+	err := l.PollSettled(ctx, timeout, fmt.Sprintf("PodGroup %s %s=%s/%s with a message containing %q", group, ConditionType, status, reason, subs), func(ctx context.Context) (bool, string, error) {
 		pg, err := l.PodGroup(ctx, group)
 		if err != nil {
 			// Keep the last condition seen: the final read fails when the deadline passes.
@@ -465,7 +465,7 @@ func fullPreemptionFeature() []Feature {
 					// One wait for all victims: the events of one preemption arrive together.
 					found := map[string]corev1.Event{}
 					seen := "no events listed yet"
-					err := Poll(ctx, l.env.d(30*time.Second), fmt.Sprintf("a Preempted event containing %q on each of %v", want, victimSet), func(ctx context.Context) (bool, string, error) {
+					err := l.PollSettled(ctx, l.env.d(30*time.Second), fmt.Sprintf("a Preempted event containing %q on each of %v", want, victimSet), func(ctx context.Context) (bool, string, error) {
 						evs, err := l.Events(ctx, "")
 						if err != nil {
 							return false, seen, err
@@ -535,7 +535,7 @@ func fullPreemptionFeature() []Feature {
 						t.Fatal("no watch (PRE-01 failed early)")
 					}
 					want := fmt.Sprintf("%s%d victims", msgFoundPlacement, victims)
-					err := Poll(ctx, l.env.d(30*time.Second), "a False/Unschedulable condition containing "+want, func(context.Context) (bool, string, error) {
+					err := l.PollSettled(ctx, l.env.d(30*time.Second), "a False/Unschedulable condition containing "+want, func(context.Context) (bool, string, error) {
 						seen := rec.groupConditions(gang)
 						for _, s := range seen {
 							if strings.HasPrefix(s, "False/Unschedulable ") && strings.Contains(s, want) {
@@ -554,7 +554,7 @@ func fullPreemptionFeature() []Feature {
 					if len(gangPods) == 0 {
 						t.Fatal("the gang was not created (PRE-01 failed early)")
 					}
-					err := Poll(ctx, l.env.d(60*time.Second), fmt.Sprintf("%v bound", gangPods), func(ctx context.Context) (bool, string, error) {
+					err := l.PollSettled(ctx, l.env.d(60*time.Second), fmt.Sprintf("%v bound", gangPods), func(ctx context.Context) (bool, string, error) {
 						o, err := l.Observe(ctx)
 						if err != nil {
 							return false, "", err
@@ -576,7 +576,7 @@ func fullPreemptionFeature() []Feature {
 					}
 					match := map[string]string{"result": "Success"}
 					last := "not scraped yet"
-					Eventually(ctx, t, l.env.d(30*time.Second), metricWAPAttempts+`{result="Success"} to rise`, func(ctx context.Context) (bool, string, error) {
+					l.EventuallySettled(ctx, t, l.env.d(30*time.Second), metricWAPAttempts+`{result="Success"} to rise`, func(ctx context.Context) (bool, string, error) {
 						after, err := wapSnapshot(ctx, l)
 						if err != nil {
 							return false, last, err

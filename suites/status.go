@@ -78,7 +78,7 @@ func staWaitFailuresWhileTrue(ctx context.Context, t *testing.T, l *Lane, group 
 	t.Helper()
 	unchanged := staUnchanged(l, group, want)
 	var broken string
-	Eventually(ctx, t, l.env.d(45*time.Second), fmt.Sprintf("%d FailedScheduling occurrence(s) on %v", n, pods), func(ctx context.Context) (bool, string, error) {
+	l.EventuallySettled(ctx, t, l.env.d(45*time.Second), fmt.Sprintf("%d FailedScheduling occurrence(s) on %v", n, pods), func(ctx context.Context) (bool, string, error) {
 		if ok, state, err := unchanged(ctx); err == nil && !ok {
 			broken = state
 			return true, "", nil
@@ -230,7 +230,7 @@ func statusFeatures() []Feature {
 					// The lowered minCount requeues the group at once (§3.6); 2 of the 3 fit.
 					var c *metav1.Condition
 					var gen int64
-					Eventually(ctx, t, l.env.d(45*time.Second), "PodGroup gang True/Scheduled", func(ctx context.Context) (bool, string, error) {
+					l.EventuallySettled(ctx, t, l.env.d(45*time.Second), "PodGroup gang True/Scheduled", func(ctx context.Context) (bool, string, error) {
 						pg, err := l.PodGroup(ctx, "gang")
 						if err != nil {
 							return false, "", err

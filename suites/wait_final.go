@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -128,4 +129,45 @@ func (l *Lane) laneSettled(ctx context.Context, s *settle, extra string) (bool, 
 // settledWhy says why a settled wait stopped, for its failure message.
 func (s *settle) settledWhy(window time.Duration) string {
 	return fmt.Sprintf("the scheduler has decided every pod of the lane (%s) and nothing has changed for %s, so no cycle is left to write it", s.last.summary, window)
+}
+
+// PollSettled is Poll that also gives up, with an error that says why, once the lane has settled
+// (see settle) while cond still does not hold: for the waits whose outcome only the scheduler's
+// next cycle could change (a victim deleted, a condition message, a metric that rises with a cycle).
+// cond's state is part of what must stay unchanged.
+func (l *Lane) PollSettled(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, string, error)) error {
+	var quiet settle
+	settled := false
+	var last string
+	err := Poll(ctx, timeout, what, func(ctx context.Context) (bool, string, error) {
+		ok, state, err := cond(ctx)
+		if err != nil || ok {
+			return ok, state, err
+		}
+		last = state
+		done, err := l.laneSettled(ctx, &quiet, state)
+		if err != nil {
+			return false, state, err
+		}
+		if done {
+			settled = true
+			return true, state, nil
+		}
+		return false, state + "; lane: " + quiet.last.summary, nil
+	})
+	if err != nil {
+		return err
+	}
+	if settled {
+		return fmt.Errorf("gave up waiting for %s: last seen: %s; %s", what, last, quiet.settledWhy(l.env.d(settleFor)))
+	}
+	return nil
+}
+
+// EventuallySettled is PollSettled failing the test.
+func (l *Lane) EventuallySettled(ctx context.Context, t testing.TB, timeout time.Duration, what string, cond func(context.Context) (bool, string, error)) {
+	t.Helper()
+	if err := l.PollSettled(ctx, timeout, what, cond); err != nil {
+		t.Fatal(err)
+	}
 }
