@@ -34,6 +34,9 @@ const (
 // the process started, which for a cluster reused across scenarios is not this window's).
 const rssEvery = 500 * time.Millisecond
 
+// resolveEvery is how often the sampler asks the cluster for its processes again.
+const resolveEvery = 5 * time.Second
+
 // starvedShare: a scheduler whose threads waited for a CPU this fraction of the time they were
 // runnable was limited by its neighbours, not by its own code.
 const starvedShare = 0.2
@@ -56,6 +59,10 @@ type resources struct {
 	// a fault still counts with its last reading.
 	owner map[int]clusters.Component
 	peak  map[clusters.Component]int64
+	// pids are the processes last resolved (only the sampler goroutine, or Start and Gather around
+	// it, touch them).
+	pids     map[clusters.Component][]int
+	resolved time.Time
 }
 
 func newResources(env *Env) Measurement { return &resources{env: env, root: procstat.Proc} }
@@ -67,7 +74,7 @@ func (m *resources) Start(ctx context.Context) error {
 		return fmt.Errorf("resources: %w", err)
 	}
 	m.m0 = mc
-	if err := m.sample(ctx); err != nil {
+	if err := m.sample(ctx, true); err != nil {
 		return fmt.Errorf("resources: %w", err)
 	}
 	m.started = true
@@ -83,7 +90,7 @@ func (m *resources) Start(ctx context.Context) error {
 			case <-sctx.Done():
 				return
 			case <-tick.C:
-				_ = m.sample(sctx) // a failed sample only makes the peak coarser; the last one reports errors
+				_ = m.sample(sctx, false) // a failed sample only makes the peak coarser; the last one reports errors
 			}
 		}
 	}()
@@ -92,19 +99,25 @@ func (m *resources) Start(ctx context.Context) error {
 
 // sample reads every process once: the first reading of a process is its baseline, the latest
 // its end, and each component's summed RSS feeds its peak.
-func (m *resources) sample(ctx context.Context) error {
-	pids := map[clusters.Component][]int{}
-	if m.env.Cluster != nil && m.env.Cluster.Processes != nil {
-		p, err := m.env.Cluster.Processes(ctx)
-		if err != nil && len(p) == 0 {
-			return err
+func (m *resources) sample(ctx context.Context, resolve bool) error {
+	// Finding the processes costs more than reading them (on kind: engine commands and a walk of
+	// /proc), so it is done at the window's ends and every resolveEvery in between, which is often
+	// enough to see a component a fault restarted or a container a pod started.
+	if resolve || m.pids == nil || time.Since(m.resolved) >= resolveEvery {
+		pids := map[clusters.Component][]int{}
+		if m.env.Cluster != nil && m.env.Cluster.Processes != nil {
+			p, err := m.env.Cluster.Processes(ctx)
+			if err != nil && len(p) == 0 {
+				return err
+			}
+			maps.Copy(pids, p)
 		}
-		pids = p
+		pids[Harness] = []int{os.Getpid()}
+		m.pids, m.resolved = pids, time.Now()
 	}
-	pids[Harness] = []int{os.Getpid()}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for c, ps := range pids {
+	for c, ps := range m.pids {
 		var rss int64
 		for _, pid := range ps {
 			u, err := m.root.Read(pid)
@@ -133,7 +146,7 @@ func (m *resources) sample(ctx context.Context) error {
 func (m *resources) Gather(ctx context.Context) ([]results.DataItem, error) {
 	m.cancel()
 	<-m.done
-	if err := m.sample(ctx); err != nil {
+	if err := m.sample(ctx, true); err != nil {
 		return nil, fmt.Errorf("resources: %w", err)
 	}
 	wall := time.Since(m.start)

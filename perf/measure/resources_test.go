@@ -73,7 +73,7 @@ func TestResources(t *testing.T) {
 	// the new one (another start time under a new pid) 0.5 s.
 	f.proc(100, 1200, 80, 1000, 7)
 	f.proc(200, 600, 300, 0, 7)
-	if err := m.sample(ctx); err != nil {
+	if err := m.sample(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	f.proc(100, 1200, 60, 1000, 7)
