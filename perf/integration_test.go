@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -82,8 +83,25 @@ func TestIntegration(t *testing.T) {
 	if dataItem(t, run, measure.ItemBindCountMismatch).Data[measure.Value] != 0 {
 		t.Error("watch and apiserver binding counts differ")
 	}
-	if watch.Data["Average"] <= 0 || watch.Data["Max"] <= 0 || watch.Data["Perc50"] <= 0 {
+	if watch.Data["Average"] <= 0 || watch.Data["Max"] <= 0 || watch.Data["Samples"] <= 0 {
 		t.Errorf("binding rate figures missing: %v", watch.Data)
+	}
+	// Percentiles only from enough one-second samples, and a note when they are withheld.
+	if _, ok := watch.Data["Perc50"]; ok != (watch.Data["Samples"] >= 10) {
+		t.Errorf("Perc50 reported %v with %v samples: %v", ok, watch.Data["Samples"], watch.Data)
+	}
+	if watch.Data["Samples"] < 10 && !slices.ContainsFunc(run.Notes, func(n string) bool { return strings.Contains(n, "too few for Perc50") }) {
+		t.Errorf("percentiles withheld without a note saying why: %v", run.Notes)
+	}
+	// Resource accounting on a real cluster: the scheduler's own process was found and read.
+	var sched *results.DataItem
+	for i, d := range run.DataItems {
+		if d.Name == measure.ItemResources && d.Labels["component"] == "kube-scheduler" {
+			sched = &run.DataItems[i]
+		}
+	}
+	if sched == nil || sched.Data["CPUSeconds"] <= 0 || sched.Data["PeakRSSMiB"] <= 0 {
+		t.Errorf("no resource figures for the scheduler: %+v", sched)
 	}
 	for _, name := range []string{measure.ItemPartialGangs, measure.ItemUnboundFitting, measure.ItemStatusRegressions} {
 		if v := dataItem(t, run, name).Data[measure.Value]; v != 0 {
