@@ -318,3 +318,17 @@ func TestRenderConfigForeignImage(t *testing.T) {
 		t.Errorf("patches lack failCgroupV1: false:\n%s", all)
 	}
 }
+
+// TestNodeLeaseGracePeriodKind: on kind the controller-manager's grace period follows the simulated
+// nodes' lease the same way, through kubeadm's extra args.
+func TestNodeLeaseGracePeriodKind(t *testing.T) {
+	if f := componentFlags(clusters.Spec{NodeLeaseSeconds: 3600}, clusters.ControllerManager); f["node-monitor-grace-period"] != "3610s" {
+		t.Errorf("lease 3600 s: %v", f)
+	}
+	if f := componentFlags(clusters.Spec{}, clusters.ControllerManager); f != nil {
+		t.Errorf("default lease: %v, want no flags", f)
+	}
+	if f := componentFlags(clusters.Spec{NodeLeaseSeconds: 3600}, clusters.APIServer); f["node-monitor-grace-period"] != "" {
+		t.Errorf("only the controller-manager gets it: %v", f)
+	}
+}

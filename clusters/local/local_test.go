@@ -258,3 +258,25 @@ func TestPdeathsig(t *testing.T) {
 		t.Fatalf("child %d outlived its SIGKILLed parent", pid)
 	}
 }
+
+// TestNodeLeaseGracePeriod: a longer node lease raises the controller-manager's grace period with
+// it, so the node lifecycle controller does not mark simulated nodes NotReady between renewals; the
+// default lease leaves the controller-manager's default alone, and a user's flag wins.
+func TestNodeLeaseGracePeriod(t *testing.T) {
+	has := func(args []string, want string) bool { return slices.Contains(args, want) }
+	args, err := componentArgs(clusters.ControllerManager, testLayout(), clusters.Spec{NodeLeaseSeconds: 3600})
+	if err != nil || !has(args, "--node-monitor-grace-period=3610s") {
+		t.Errorf("lease 3600 s: %v %v", args, err)
+	}
+	args, _ = componentArgs(clusters.ControllerManager, testLayout(), clusters.Spec{})
+	for _, a := range args {
+		if strings.HasPrefix(a, "--node-monitor-grace-period") {
+			t.Errorf("default lease: %s set", a)
+		}
+	}
+	args, _ = componentArgs(clusters.ControllerManager, testLayout(), clusters.Spec{NodeLeaseSeconds: 3600,
+		ExtraArgs: map[clusters.Component]map[string]string{clusters.ControllerManager: {"node-monitor-grace-period": "99s"}}})
+	if !has(args, "--node-monitor-grace-period=99s") {
+		t.Errorf("a user's flag must win: %v", args)
+	}
+}
