@@ -366,30 +366,14 @@ func describeCondition(c *metav1.Condition) string {
 func (l *Lane) WaitCondition(ctx context.Context, t testing.TB, timeout time.Duration, group string, status metav1.ConditionStatus, reason string) *metav1.Condition {
 	t.Helper()
 	var got *metav1.Condition
-	var quiet settle
-	settled := false
-	Eventually(ctx, t, timeout, fmt.Sprintf("PodGroup %s %s=%s/%s", group, ConditionType, status, reason), func(ctx context.Context) (bool, string, error) {
+	l.EventuallySettled(ctx, t, timeout, fmt.Sprintf("PodGroup %s %s=%s/%s", group, ConditionType, status, reason), func(ctx context.Context) (bool, string, error) {
 		pg, err := l.PodGroup(ctx, group)
 		if err != nil {
 			return false, "", err
 		}
 		got = GroupCondition(pg)
-		if got != nil && got.Status == status && got.Reason == reason {
-			return true, "", nil
-		}
-		done, err := l.laneSettled(ctx, &quiet, describeCondition(got))
-		if err != nil {
-			return false, "", err
-		}
-		if done {
-			settled = true
-			return true, "", nil
-		}
-		return false, describeCondition(got) + "; lane: " + quiet.last.summary, nil
+		return got != nil && got.Status == status && got.Reason == reason, describeCondition(got), nil
 	})
-	if settled {
-		t.Fatalf("PodGroup %s never reached %s=%s/%s: it shows %s, and %s", group, ConditionType, status, reason, describeCondition(got), quiet.settledWhy(l.env.d(settleFor)))
-	}
 	return got
 }
 
@@ -398,15 +382,12 @@ func (l *Lane) WaitCondition(ctx context.Context, t testing.TB, timeout time.Dur
 func (l *Lane) WaitEvent(ctx context.Context, t testing.TB, timeout time.Duration, object, reason string, substrings ...string) corev1.Event {
 	t.Helper()
 	var found corev1.Event
-	var quiet settle
-	var seen []string
-	settled := false
-	Eventually(ctx, t, timeout, fmt.Sprintf("a %s event on %s containing %q", reason, object, substrings), func(ctx context.Context) (bool, string, error) {
+	l.EventuallySettled(ctx, t, timeout, fmt.Sprintf("a %s event on %s containing %q", reason, object, substrings), func(ctx context.Context) (bool, string, error) {
 		evs, err := l.Events(ctx, object)
 		if err != nil {
 			return false, "", err
 		}
-		seen = seen[:0]
+		var seen []string
 		for _, e := range evs {
 			if e.Reason != reason {
 				continue
@@ -417,19 +398,8 @@ func (l *Lane) WaitEvent(ctx context.Context, t testing.TB, timeout time.Duratio
 				return true, "", nil
 			}
 		}
-		done, err := l.laneSettled(ctx, &quiet, strings.Join(seen, "\n"))
-		if err != nil {
-			return false, "", err
-		}
-		if done {
-			settled = true
-			return true, "", nil
-		}
-		return false, fmt.Sprintf("%d %s events: %q; lane: %s", len(seen), reason, seen, quiet.last.summary), nil
+		return false, fmt.Sprintf("%d %s events: %q", len(seen), reason, seen), nil
 	})
-	if settled {
-		t.Fatalf("no %s event on %s contains %q: it has %d such events %q, and %s", reason, object, substrings, len(seen), seen, quiet.settledWhy(l.env.d(settleFor)))
-	}
 	return found
 }
 

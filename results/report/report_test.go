@@ -250,6 +250,22 @@ func TestNiceTicks(t *testing.T) {
 	}
 }
 
+// inOrder checks that every string of order is on the page, each after the one before it.
+func inOrder(t *testing.T, page string, order []string) {
+	t.Helper()
+	at := -1
+	for _, s := range order {
+		i := strings.Index(page, s)
+		if i < 0 {
+			t.Fatalf("page lacks %q", s)
+		}
+		if i < at {
+			t.Errorf("%q comes before what precedes it in %v", s, order)
+		}
+		at = i
+	}
+}
+
 // TestRunPageLeadsWithFailures: a red run's page opens with the per-suite counts and the failed
 // assertions (message and artifact links), before the environment and the full list.
 func TestRunPageLeadsWithFailures(t *testing.T) {
@@ -262,17 +278,7 @@ func TestRunPageLeadsWithFailures(t *testing.T) {
 	}
 	page := b.String()
 	order := []string{`id="suites"`, `id="failures"`, `id="fail-BAR-99"`, "last seen: 2 bound", `href="artifacts/gb-x/pods.yaml"`, `id="environment"`, `id="assertions"`}
-	at := -1
-	for _, s := range order {
-		i := strings.Index(page, s)
-		if i < 0 {
-			t.Fatalf("page lacks %q", s)
-		}
-		if i < at {
-			t.Errorf("%q comes before what precedes it in %v", s, order)
-		}
-		at = i
-	}
+	inOrder(t, page, order)
 	if !strings.Contains(page, `class="headline bad">FAIL`) {
 		t.Error("a failing run's page does not open with a FAIL headline")
 	}
@@ -290,17 +296,7 @@ func TestComparePageLeadsWithDecision(t *testing.T) {
 	page := b.String()
 	order := []string{`class="headline bad">REGRESSED`, `<p class="decision">`, `<li>bindingRate.Average slower (regression): new/old 0.800 [0.794, 0.806]`,
 		`id="binding-rate"`, `id="gang-latency"`, `id="metrics"`, `<details id="metrics-unchanged">`, `id="assertions"`, `<details id="assertions-unchanged">`}
-	at := -1
-	for _, s := range order {
-		i := strings.Index(page, s)
-		if i < 0 {
-			t.Fatalf("%q missing from the page", s)
-		}
-		if i < at {
-			t.Errorf("%q comes before what precedes it in %v", s, order)
-		}
-		at = i
-	}
+	inOrder(t, page, order)
 	// The unchanged gate metric gangLatency.Perc50 is inside the collapsed part, not above it.
 	if i := strings.Index(page, ">gangLatency.Perc50<"); i < strings.Index(page, `<details id="metrics-unchanged">`) {
 		t.Error("an unchanged metric is listed above the collapsed section")
