@@ -85,6 +85,12 @@ type Spec struct {
 	// node-monitor-grace-period is then raised to match (NodeMonitorGracePeriod), so that the node
 	// lifecycle controller does not mark nodes NotReady between renewals.
 	NodeLeaseSeconds int
+	// PodsStayPending: kwok leaves a pod bound to a simulated node as its binding left it
+	// (PodScheduled=True, phase Pending) instead of making it Running and Ready, as in upstream
+	// scheduler_perf, which runs no kubelet. perf's quiet profile sets it: the status write per pod
+	// and its watch events were a fifth of the apiserver's CPU at 5000 nodes. Real kubelets' pods
+	// (kind workers) are not affected, and deleted pods still go away.
+	PodsStayPending bool
 }
 
 // DefaultNodeLeaseSeconds is the kubelet's default node lease duration.

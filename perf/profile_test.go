@@ -13,7 +13,7 @@ func TestApplyProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	kcm := quiet.ExtraArgs[clusters.ControllerManager]
-	if quiet.NodeLeaseSeconds != QuietLeaseSeconds || !strings.Contains(kcm["controllers"], "namespace-controller") || !strings.Contains(kcm["controllers"], "podgroup-protection-controller") {
+	if quiet.NodeLeaseSeconds != QuietLeaseSeconds || !quiet.PodsStayPending || !strings.Contains(kcm["controllers"], "namespace-controller") || !strings.Contains(kcm["controllers"], "podgroup-protection-controller") {
 		t.Errorf("quiet: lease %d, controller-manager flags %v", quiet.NodeLeaseSeconds, kcm)
 	}
 	if strings.Contains(kcm["controllers"], "*") || strings.Contains(kcm["controllers"], "job-controller") {
@@ -29,7 +29,7 @@ func TestApplyProfile(t *testing.T) {
 		t.Errorf("user settings overridden: %+v", mine)
 	}
 	var real clusters.Spec
-	if err := ApplyProfile(&real, ProfileRealistic); err != nil || real.NodeLeaseSeconds != 0 || real.ExtraArgs != nil {
+	if err := ApplyProfile(&real, ProfileRealistic); err != nil || real.NodeLeaseSeconds != 0 || real.ExtraArgs != nil || real.PodsStayPending {
 		t.Errorf("realistic changes nothing: %+v %v", real, err)
 	}
 	if err := ApplyProfile(&real, "loud"); err == nil || !strings.Contains(err.Error(), "accepted: quiet, realistic") {

@@ -417,7 +417,7 @@ func (c *creation) kwokNodes(ctx context.Context, timeout time.Duration) error {
 		return err
 	}
 	cfgPath := filepath.Join(c.dir, "kwok.yaml")
-	if err := kwokcfg.WriteConfig(cfgPath, c.pl.Spec.NodeLeaseSeconds); err != nil {
+	if err := kwokcfg.WriteConfig(cfgPath, kwokcfg.Options{LeaseSeconds: c.pl.Spec.NodeLeaseSeconds, PodsStayPending: c.pl.Spec.PodsStayPending}); err != nil {
 		return err
 	}
 	logPath := filepath.Join(c.logDir(), string(clusters.Kwok)+".log")

@@ -37,18 +37,46 @@ func Config() []byte {
 	return []byte(configYAML)
 }
 
-// ConfigWithLease is Config with nodeLeaseDurationSeconds set to seconds (0 keeps the default, 40).
-func ConfigWithLease(seconds int) []byte {
-	if seconds == 0 {
-		return Config()
-	}
-	return []byte(strings.Replace(configYAML, "nodeLeaseDurationSeconds: 40\n", "nodeLeaseDurationSeconds: "+strconv.Itoa(seconds)+"\n", 1))
+// Options are the parts of the configuration a cluster spec chooses.
+type Options struct {
+	// LeaseSeconds is nodeLeaseDurationSeconds (0 keeps the default, 40).
+	LeaseSeconds int
+	// PodsStayPending leaves out the pod-ready stage: a bound pod keeps the status its binding gave
+	// it (PodScheduled=True, phase Pending), as in upstream scheduler_perf, which runs no kubelet.
+	// That saves one status write per pod, its watch events and kwok's work on it; pods being
+	// deleted still go away (pod-delete).
+	PodsStayPending bool
 }
 
-// WriteConfig writes ConfigWithLease(leaseSeconds) to path with mode 0600 (an existing file is
-// truncated and its mode fixed), for kwok's --config flag.
-func WriteConfig(path string, leaseSeconds int) error {
-	if err := os.WriteFile(path, ConfigWithLease(leaseSeconds), 0o600); err != nil {
+// ConfigWithLease is Config with nodeLeaseDurationSeconds set to seconds (0 keeps the default, 40).
+func ConfigWithLease(seconds int) []byte { return Render(Options{LeaseSeconds: seconds}) }
+
+// podReadyStage names the stage PodsStayPending leaves out.
+const podReadyStage = "pod-ready"
+
+// Render returns Config changed by o (a fresh copy).
+func Render(o Options) []byte {
+	cfg := configYAML
+	if o.LeaseSeconds != 0 {
+		cfg = strings.Replace(cfg, "nodeLeaseDurationSeconds: 40\n", "nodeLeaseDurationSeconds: "+strconv.Itoa(o.LeaseSeconds)+"\n", 1)
+	}
+	if o.PodsStayPending {
+		docs := strings.Split(cfg, "\n---\n")
+		kept := docs[:0]
+		for _, d := range docs {
+			if !strings.Contains(d, "\n  name: "+podReadyStage+"\n") {
+				kept = append(kept, d)
+			}
+		}
+		cfg = strings.Join(kept, "\n---\n")
+	}
+	return []byte(cfg)
+}
+
+// WriteConfig writes Render(o) to path with mode 0600 (an existing file is truncated and its mode
+// fixed), for kwok's --config flag.
+func WriteConfig(path string, o Options) error {
+	if err := os.WriteFile(path, Render(o), 0o600); err != nil {
 		return fmt.Errorf("kwok: write config: %w", err)
 	}
 	// WriteFile keeps the mode of a file that already existed.

@@ -26,7 +26,13 @@ import (
 // configDocs splits Config into its YAML documents, each parsed into a map.
 func configDocs(t *testing.T) []map[string]any {
 	t.Helper()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(Config())))
+	return docsOf(t, Config())
+}
+
+// docsOf splits a rendered configuration into its YAML documents, each parsed into a map.
+func docsOf(t *testing.T, cfg []byte) []map[string]any {
+	t.Helper()
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(cfg)))
 	var docs []map[string]any
 	for {
 		raw, err := r.Read()
@@ -136,7 +142,7 @@ func TestWriteConfig(t *testing.T) {
 	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteConfig(path, 0); err != nil {
+	if err := WriteConfig(path, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(path)
@@ -153,7 +159,7 @@ func TestWriteConfig(t *testing.T) {
 	if st.Mode().Perm() != 0o600 {
 		t.Errorf("mode = %v, want 0600", st.Mode().Perm())
 	}
-	if err := WriteConfig(filepath.Join(t.TempDir(), "missing", "kwok.yaml"), 0); err == nil {
+	if err := WriteConfig(filepath.Join(t.TempDir(), "missing", "kwok.yaml"), Options{}); err == nil {
 		t.Error("want error for a missing directory")
 	}
 }
@@ -359,5 +365,31 @@ func TestConfigWithLease(t *testing.T) {
 	}
 	if g := clusters.NodeMonitorGracePeriod(0); g != "" {
 		t.Errorf("the default lease keeps the controller-manager's default grace period, got %q", g)
+	}
+}
+
+// TestRenderPodsStayPending: the quiet profile's configuration drops only the pod-ready stage, keeps
+// deleting pods and the lease, and parses as kwok's documents.
+func TestRenderPodsStayPending(t *testing.T) {
+	docs := docsOf(t, Render(Options{LeaseSeconds: 3600, PodsStayPending: true}))
+	var names []string
+	for _, d := range docs {
+		switch d["kind"] {
+		case "Stage":
+			name, _ := get(d, "metadata", "name").(string)
+			names = append(names, name)
+		case "KwokConfiguration":
+			if got := get(d, "options", "nodeLeaseDurationSeconds"); got != float64(3600) {
+				t.Errorf("nodeLeaseDurationSeconds = %v", got)
+			}
+		default:
+			t.Errorf("unexpected document %v", d)
+		}
+	}
+	if want := "node-initialize,node-heartbeat-with-lease,pod-delete"; strings.Join(names, ",") != want {
+		t.Errorf("stages = %v, want %s", names, want)
+	}
+	if !bytes.Equal(Render(Options{}), Config()) {
+		t.Error("Render of no options must be the default config")
 	}
 }

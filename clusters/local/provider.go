@@ -239,7 +239,7 @@ func (r *run) start(ctx context.Context) (*clusters.Cluster, error) {
 			return nil, err
 		}
 	}
-	if err := kwok.WriteConfig(r.l.kwokConfig(), spec.NodeLeaseSeconds); err != nil {
+	if err := kwok.WriteConfig(r.l.kwokConfig(), kwok.Options{LeaseSeconds: spec.NodeLeaseSeconds, PodsStayPending: spec.PodsStayPending}); err != nil {
 		return nil, err
 	}
 

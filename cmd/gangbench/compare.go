@@ -63,6 +63,7 @@ type compareFlags struct {
 	gateMetrics      []string
 	deadline         time.Duration
 	conformanceRep   int
+	profile          string
 }
 
 func newCompareCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
@@ -101,6 +102,7 @@ Writes compare.md, compare.json and compare.html (self-contained, with plots) in
 	}
 	fs.IntVar(&f.repetitions, "repetitions", 6, "perf repetitions per side, interleaved (6 is the fewest for a 95% confidence interval of a median)")
 	fs.IntVar(&f.conformanceRep, "conformance-repetitions", 1, "conformance runs per side")
+	fs.StringVar(&f.profile, "profile", perf.ProfileQuiet, "perf clusters' load beside the scheduler, as in 'perf run --profile': quiet or realistic (both sides alike)")
 	fs.StringSliceVar(&f.scenarios, "scenario", []string{"smoke"}, "perf scenarios (names from `gangbench perf list`, or files)")
 	fs.StringSliceVar(&f.suites, "suites", nil, "conformance suites (default all)")
 	fs.BoolVar(&f.noConformance, "no-conformance", false, "skip the conformance suites")
@@ -152,6 +154,9 @@ func runCompare(ctx context.Context, g *globalOpts, f *compareFlags, stdout, std
 	offline := len(f.old.runDirs) > 0 || len(f.new.runDirs) > 0
 	if offline && (len(f.old.runDirs) == 0 || len(f.new.runDirs) == 0) {
 		return usageError{errors.New("--old-runs and --new-runs go together")}
+	}
+	if !slices.Contains(perf.Profiles(), f.profile) {
+		return usageError{fmt.Errorf("--profile %q: accepted: %s", f.profile, strings.Join(perf.Profiles(), ", "))}
 	}
 	if f.repetitions < 1 || f.conformanceRep < 0 {
 		return usageError{fmt.Errorf("--repetitions %d / --conformance-repetitions %d: want at least 1 / 0", f.repetitions, f.conformanceRep)}
@@ -251,6 +256,9 @@ func (f *compareFlags) runBoth(ctx context.Context, g *globalOpts, root, runDir 
 		}
 		spec.Nodes = 0
 		spec.ReadyTimeout = 0
+		if err := perf.ApplyProfile(&spec, f.profile); err != nil {
+			return usageError{err}
+		}
 		if _, err := k8sbin.Ensure(ctx, spec.KubernetesVersion, cf.binOptions(stderr)); err != nil {
 			return codedError{err, exitError}
 		}
@@ -271,7 +279,7 @@ func (f *compareFlags) runBoth(ctx context.Context, g *globalOpts, root, runDir 
 		for _, s := range sides {
 			fmt.Fprintf(stdout, "== perf, %s (%d/%d)\n", s.describe(), rep, f.repetitions)
 			dir := filepath.Join(runDir, s.name, fmt.Sprintf("perf-%d", rep))
-			r, err := perf.Run(ctx, perf.Options{Scenarios: scs, Source: sources[s], RunDir: dir, Command: "compare", SchedulerBinary: s.binary, Log: g.logger(io.Discard)})
+			r, err := perf.Run(ctx, perf.Options{Scenarios: scs, Source: sources[s], RunDir: dir, Command: "compare", SchedulerBinary: s.binary, Log: g.logger(io.Discard), Profile: f.profile})
 			if err != nil {
 				return codedError{fmt.Errorf("%s side, repetition %d: %w", s.name, rep, err), exitError}
 			}

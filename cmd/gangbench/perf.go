@@ -117,7 +117,7 @@ Results are written in every case.`,
 	fs.DurationVar(&f.grace, "partial-grace", 0, "how long a partially bound gang may go without a member bound before it counts as a partial placement (default 30s)")
 	fs.DurationVar(&f.deadline, "deadline", 60*time.Minute, "the whole run's deadline")
 	fs.StringArrayVar(&f.faults, "fault", nil, "inject a fault into each repetition (repeatable): "+perf.FaultForms)
-	fs.StringVar(&f.profile, "profile", perf.ProfileQuiet, "load beside the scheduler: quiet (node leases renewed every 15 min, only the controllers a run needs) or realistic (kubelet-like 10 s lease renewal, every controller); ignored with --kubeconfig")
+	fs.StringVar(&f.profile, "profile", perf.ProfileQuiet, "load beside the scheduler: quiet (node leases renewed every 15 min, only the controllers a run needs, bound pods left Pending as in scheduler_perf) or realistic (kubelet-like 10 s lease renewal, every controller, bound pods made Running); ignored with --kubeconfig")
 	fs.BoolVar(&f.reference, "reference", false, "after the run, run the upstream scheduler_perf workload each scenario names (reference.schedulerPerf) in-process and report gangbench's figures as ratios of it")
 	return cmd
 }

@@ -58,6 +58,16 @@ func TestCompareSideImageAndBinaryRefused(t *testing.T) {
 	}
 }
 
+// TestCompareUnknownProfileRefused: compare's perf clusters take perf run's profiles, checked before
+// anything is built.
+func TestCompareUnknownProfileRefused(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"compare", "--profile", "loud", "--run-dir", t.TempDir()}, &out, &errb)
+	if code != exitUsage || !strings.Contains(errb.String(), `--profile "loud": accepted: quiet, realistic`) {
+		t.Errorf("exit %d, stderr %q", code, errb.String())
+	}
+}
+
 // TestE2EKindChecksSchedulerBinaryFirst: a binary that cannot run in an image is refused before the
 // suites are compiled, naming the file.
 func TestE2EKindChecksSchedulerBinaryFirst(t *testing.T) {
