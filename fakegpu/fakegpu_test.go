@@ -9,9 +9,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -218,8 +220,14 @@ func TestSimulatedNodeIdentityWins(t *testing.T) {
 	if got := n.Annotations["note"]; got != "x" {
 		t.Errorf("extra annotation lost: %v", n.Annotations)
 	}
-	if len(n.Status.Conditions) != 0 {
-		t.Errorf("conditions must be left to kwok, got %v", n.Status.Conditions)
+	// Registered as a healthy kubelet registers its node: Ready, no pressure.
+	if len(n.Status.Conditions) != 5 || n.Status.Conditions[0].Type != corev1.NodeReady || n.Status.Conditions[0].Status != corev1.ConditionTrue || n.Status.Phase != corev1.NodeRunning {
+		t.Errorf("conditions %v, phase %q: want a healthy node's", n.Status.Conditions, n.Status.Phase)
+	}
+	for _, c := range n.Status.Conditions[1:] {
+		if c.Status != corev1.ConditionFalse {
+			t.Errorf("condition %s = %s, want False", c.Type, c.Status)
+		}
 	}
 	if !reflect.DeepEqual(n.Status.Capacity, n.Status.Allocatable) {
 		t.Errorf("capacity %v != allocatable %v", n.Status.Capacity, n.Status.Allocatable)
@@ -243,6 +251,7 @@ func TestSimulatedNodeGolden(t *testing.T) {
 				Labels:      map[string]string{"topology.kubernetes.io/zone": "zone-a"},
 				Taints:      []corev1.Taint{{Key: "gangbench.dev/gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 				Annotations: map[string]string{"gangbench.dev/note": "golden"},
+				Registered:  metav1.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC),
 			},
 		},
 	}

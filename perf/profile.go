@@ -14,8 +14,9 @@ const (
 	// that keeps the cluster honest: node leases renewed every 15 minutes instead of every 10 s
 	// (at 5000 nodes, 500 lease writes a second less for the apiserver and etcd), the controller-
 	// manager's node-monitor-grace-period raised to match so no node goes NotReady, only the
-	// controllers a run needs, and bound pods left as their binding leaves them (PodScheduled=True,
-	// phase Pending, as in scheduler_perf) instead of a status write per pod to make it Running.
+	// controllers a run needs, new nodes not tainted not-ready by the apiserver (they are created
+	// Ready), and bound pods left as their binding leaves them (PodScheduled=True, phase Pending,
+	// as in scheduler_perf) instead of a status write per pod to make it Running.
 	ProfileQuiet = "quiet"
 	// ProfileRealistic keeps a kubelet's heartbeat (40 s leases renewed every 10 s), every
 	// controller and pods made Running and Ready once bound, for users who want the scheduler
@@ -56,13 +57,20 @@ func ApplyProfile(spec *clusters.Spec, profile string) error {
 		spec.NodeLeaseSeconds = QuietLeaseSeconds
 	}
 	spec.PodsStayPending = true
-	args := map[string]string{"controllers": strings.Join(QuietControllers(), ",")}
-	maps.Copy(args, spec.ExtraArgs[clusters.ControllerManager])
 	if spec.ExtraArgs == nil {
 		spec.ExtraArgs = map[clusters.Component]map[string]string{}
 	} else {
 		spec.ExtraArgs = maps.Clone(spec.ExtraArgs)
 	}
-	spec.ExtraArgs[clusters.ControllerManager] = args
+	for c, args := range map[clusters.Component]map[string]string{
+		clusters.ControllerManager: {"controllers": strings.Join(QuietControllers(), ",")},
+		// As scheduler_perf's apiserver (util.go, --disable-admission-plugins): a node is not
+		// tainted not-ready at creation. Simulated nodes are created Ready, and removing 5000 taints
+		// again is 5000 node writes by the controller-manager before the cluster can schedule.
+		clusters.APIServer: {"disable-admission-plugins": "TaintNodesByCondition"},
+	} {
+		maps.Copy(args, spec.ExtraArgs[c])
+		spec.ExtraArgs[c] = args
+	}
 	return nil
 }

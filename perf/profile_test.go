@@ -16,6 +16,9 @@ func TestApplyProfile(t *testing.T) {
 	if quiet.NodeLeaseSeconds != QuietLeaseSeconds || !quiet.PodsStayPending || !strings.Contains(kcm["controllers"], "namespace-controller") || !strings.Contains(kcm["controllers"], "podgroup-protection-controller") {
 		t.Errorf("quiet: lease %d, controller-manager flags %v", quiet.NodeLeaseSeconds, kcm)
 	}
+	if quiet.ExtraArgs[clusters.APIServer]["disable-admission-plugins"] != "TaintNodesByCondition" {
+		t.Errorf("quiet: apiserver flags %v", quiet.ExtraArgs[clusters.APIServer])
+	}
 	if strings.Contains(kcm["controllers"], "*") || strings.Contains(kcm["controllers"], "job-controller") {
 		t.Errorf("quiet runs only the controllers a run needs: %s", kcm["controllers"])
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -137,9 +138,19 @@ func newHarness(t *testing.T, o Options) *harness {
 	return h
 }
 
+// heldLease is the node Lease a kubelet or kwok holds and has just renewed.
+func heldLease(node string) *coordinationv1.Lease {
+	holder, seconds := node, int32(40)
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: node, Namespace: corev1.NamespaceNodeLease},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds, RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	}
+}
+
 // newFakeClusterClient is what a fresh kind cluster's apiserver would hold once the device plugin
-// runs: Ready workers with GPUs, the etcd and scheduler mirror pods; nodes created later (kwok's) are
-// made Ready on creation, standing in for the kwok controller.
+// runs: Ready workers with GPUs and their kubelets' leases, the etcd and scheduler mirror pods; nodes
+// created later (kwok's) are made Ready and given a lease on creation, standing in for the kwok
+// controller.
 func newFakeClusterClient(name string, workers int, schedImage string) *fake.Clientset {
 	var objs []runtime.Object
 	inv := fakegpu.Default()
@@ -155,7 +166,7 @@ func newFakeClusterClient(name string, workers int, schedImage string) *fake.Cli
 				Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
 			},
 		}
-		objs = append(objs, n)
+		objs = append(objs, n, heldLease(n.Name))
 	}
 	cp := name + "-control-plane"
 	objs = append(objs, &corev1.Pod{
@@ -175,6 +186,9 @@ func newFakeClusterClient(name string, workers int, schedImage string) *fake.Cli
 	cs.PrependReactor("create", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		n := a.(k8stesting.CreateAction).GetObject().(*corev1.Node)
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		if err := cs.Tracker().Add(heldLease(n.Name)); err != nil {
+			return true, nil, err
+		}
 		return false, nil, nil
 	})
 	return cs

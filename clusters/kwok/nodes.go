@@ -45,6 +45,9 @@ func CreateNodes(ctx context.Context, cs kubernetes.Interface, names []string, i
 		workers = DefaultWorkers
 	}
 	workers = min(workers, len(names))
+	if opts.Registered.IsZero() {
+		opts.Registered = metav1.Now()
+	}
 
 	// Each index is written by exactly one worker, so errs needs no lock; wg.Wait orders the writes
 	// before the read below.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -158,6 +159,30 @@ func watchStarted(cs *fake.Clientset) <-chan struct{} {
 	return ch
 }
 
+// nodeLease is the Lease kwok (or a kubelet) holds for a node, last renewed at renewed.
+func nodeLease(node string, renewed time.Time, seconds int32) *coordinationv1.Lease {
+	holder := node
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: node, Namespace: corev1.NamespaceNodeLease},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: &holder, LeaseDurationSeconds: &seconds, RenewTime: &metav1.MicroTime{Time: renewed},
+		},
+	}
+}
+
+// leaseWatchStarted is watchStarted for leases.
+func leaseWatchStarted(cs *fake.Clientset) <-chan struct{} {
+	ch := make(chan struct{})
+	var once sync.Once
+	cs.PrependWatchReactor("leases", func(k8stesting.Action) (bool, watch.Interface, error) {
+		once.Do(func() { close(ch) })
+		return false, nil, nil
+	})
+	return ch
+}
+
+// TestWaitNodesReady: nodes are created Ready, as a kubelet registers them; they are up once kwok
+// holds their leases, and a lease of a node outside the selector does not count.
 func TestWaitNodesReady(t *testing.T) {
 	ctx := context.Background()
 	cs := fake.NewClientset()
@@ -165,46 +190,87 @@ func TestWaitNodesReady(t *testing.T) {
 	if err := CreateNodes(ctx, cs, names, fakegpu.Default(), fakegpu.NodeOptions{}, 2); err != nil {
 		t.Fatal(err)
 	}
-	// A Ready node outside the selector must not count.
+	// A Ready node outside the selector must not count, even with its lease.
 	other := fakegpu.SimulatedNode("other", fakegpu.Default(), fakegpu.NodeOptions{Labels: map[string]string{"pool": "b"}})
-	setReady(other, corev1.ConditionTrue, "KubeletReady")
 	if _, err := cs.CoreV1().Nodes().Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, nodeLease("other", time.Now(), 40), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
-	started := watchStarted(cs)
-	updateErr := make(chan error, 1)
+	started := leaseWatchStarted(cs)
+	created := make(chan error, 1)
 	go func() {
 		<-started
-		// Play kwok: mark each node Ready, as its node-initialize stage does.
+		// Play kwok: take each node's lease.
 		for _, name := range names {
-			n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				updateErr <- err
-				return
-			}
-			setReady(n, corev1.ConditionTrue, "KubeletReady")
-			if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-				updateErr <- err
+			if _, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, nodeLease(name, time.Now(), 40), metav1.CreateOptions{}); err != nil {
+				created <- err
 				return
 			}
 		}
-		updateErr <- nil
+		created <- nil
 	}()
-
 	if err := WaitNodesReady(ctx, cs, "gangbench.dev/managed=true,pool!=b", len(names), 30*time.Second); err != nil {
 		t.Fatalf("WaitNodesReady: %v", err)
 	}
-	if err := <-updateErr; err != nil {
+	if err := <-created; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWaitNodesReadyTurnsReady: a node created without conditions (kind's workers register
+// NotReady) is waited for until it turns Ready.
+func TestWaitNodesReadyTurnsReady(t *testing.T) {
+	ctx := context.Background()
+	n := fakegpu.SimulatedNode("n-0", fakegpu.Default(), fakegpu.NodeOptions{})
+	setReady(n, corev1.ConditionFalse, "KubeletNotReady")
+	cs := fake.NewClientset(n, nodeLease("n-0", time.Now(), 40))
+	started := watchStarted(cs)
+	updated := make(chan error, 1)
+	go func() {
+		<-started
+		setReady(n, corev1.ConditionTrue, "KubeletReady")
+		_, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		updated <- err
+	}()
+	if err := WaitNodesReady(ctx, cs, "", 1, 30*time.Second); err != nil {
+		t.Fatalf("WaitNodesReady: %v", err)
+	}
+	if err := <-updated; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWaitNodesReadyLeaseTimeout: Ready nodes whose lease is missing, unheld or lapsed are not up,
+// and the error says which and why.
+func TestWaitNodesReadyLeaseTimeout(t *testing.T) {
+	objs := []runtime.Object{nodeLease("n-0", time.Now(), 40), nodeLease("n-2", time.Now().Add(-5*time.Minute), 40)}
+	unheld := nodeLease("n-3", time.Now(), 40)
+	unheld.Spec.HolderIdentity = nil
+	objs = append(objs, unheld)
+	for _, name := range NodeNames("n", 4) {
+		objs = append(objs, fakegpu.SimulatedNode(name, fakegpu.Default(), fakegpu.NodeOptions{}))
+	}
+	err := WaitNodesReady(context.Background(), fake.NewClientset(objs...), "", 4, 300*time.Millisecond)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want a timeout, got %v", err)
+	}
+	for _, want := range []string{"1 of 4 nodes Ready and holding a renewed Lease", "n-1: no Lease", "n-2: Lease last renewed 5m0s ago (duration 40s)", "n-3: Lease not held"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "n-0:") {
+		t.Errorf("error %q names n-0, which is up", err)
 	}
 }
 
 func TestWaitNodesReadyAlreadyReady(t *testing.T) {
 	ctx := context.Background()
 	n := fakegpu.SimulatedNode("n-0", fakegpu.Default(), fakegpu.NodeOptions{})
-	setReady(n, corev1.ConditionTrue, "KubeletReady")
-	cs := fake.NewClientset(n)
+	cs := fake.NewClientset(n, nodeLease("n-0", time.Now(), 40))
 	if err := WaitNodesReady(ctx, cs, "", 1, 30*time.Second); err != nil {
 		t.Fatalf("WaitNodesReady: %v", err)
 	}
@@ -226,7 +292,7 @@ func TestWaitNodesReadyTimeout(t *testing.T) {
 	}
 	add("gpu-node-0", fakegpu.Default(), func(n *corev1.Node) { setReady(n, corev1.ConditionTrue, "KubeletReady") })
 	add("gpu-node-1", fakegpu.Default(), func(n *corev1.Node) { setReady(n, corev1.ConditionFalse, "KubeletNotReady") })
-	add("gpu-node-2", fakegpu.Default(), func(*corev1.Node) {})
+	add("gpu-node-2", fakegpu.Default(), func(n *corev1.Node) { n.Status.Conditions = nil })
 	// Ready, labelled as a GPU node, but its device plugin never advertised anything (kind).
 	add("gpu-node-3", fakegpu.Default(), func(n *corev1.Node) {
 		setReady(n, corev1.ConditionTrue, "KubeletReady")
@@ -270,7 +336,9 @@ func TestWaitNodesReadyTimeout(t *testing.T) {
 func TestWaitNodesReadyListsAtMostFive(t *testing.T) {
 	var objs []runtime.Object
 	for _, name := range NodeNames("n", 8) {
-		objs = append(objs, fakegpu.SimulatedNode(name, fakegpu.Default(), fakegpu.NodeOptions{}))
+		n := fakegpu.SimulatedNode(name, fakegpu.Default(), fakegpu.NodeOptions{})
+		n.Status.Conditions = nil
+		objs = append(objs, n)
 	}
 	err := WaitNodesReady(context.Background(), fake.NewClientset(objs...), "", 8, 300*time.Millisecond)
 	if err == nil {

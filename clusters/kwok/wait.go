@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -71,11 +72,14 @@ func hasAllocatableGPU(n *corev1.Node) bool {
 	return false
 }
 
-// WaitNodesReady waits until at least want nodes matching the label selector are Ready (see readiness
-// for what counts; GPU nodes also need allocatable GPUs). It lists and then watches nodes (no
-// polling), so it returns as soon as the last node turns Ready. On timeout or ctx end the error says
-// how many of want were Ready and names up to five not-Ready nodes with the reason of their last Ready
-// condition. want <= 0 returns nil at once.
+// WaitNodesReady waits until at least want nodes matching the label selector are up: Ready (see
+// readiness for what counts; GPU nodes also need allocatable GPUs) and holding a node Lease renewed
+// within its duration. The Lease is what says something runs the node: simulated nodes are created
+// Ready, as a kubelet registers its node, and kwok (or the kubelet) then takes and renews the Lease,
+// which is also what the node lifecycle controller judges nodes by. It lists and then watches nodes,
+// then leases (no polling), so it returns as soon as the last one is up. On timeout or ctx end the
+// error says how many of want were up and names up to five nodes with what they lack. want <= 0
+// returns nil at once.
 func WaitNodesReady(ctx context.Context, cs kubernetes.Interface, selector string, want int, timeout time.Duration) error {
 	if want <= 0 {
 		return nil
@@ -148,7 +152,13 @@ func WaitNodesReady(ctx context.Context, cs kubernetes.Interface, selector strin
 		},
 	)
 	if err == nil {
-		return nil
+		var ready []string
+		for name, st := range states {
+			if st.ready {
+				ready = append(ready, name)
+			}
+		}
+		return waitLeases(ctx, cs, ready, want, timeout)
 	}
 	if ctx.Err() == nil {
 		// Not a timeout: a broken selector on the server side or similar.
@@ -192,6 +202,106 @@ func notReadyError(states map[string]nodeState, selector string, want int, timeo
 		if extra := len(notReady) - maxListedNotReady; extra > 0 {
 			fmt.Fprintf(&b, " and %d more", extra)
 		}
+	}
+	return fmt.Errorf("%s: %w", b.String(), cause)
+}
+
+// leaseState judges a node's Lease at now: "" when it is held and renewed within its duration, else
+// what is wrong, for the timeout message.
+func leaseState(l *coordinationv1.Lease, now time.Time) string {
+	switch {
+	case l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "":
+		return "Lease not held"
+	case l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil:
+		return "Lease never renewed"
+	}
+	age := now.Sub(l.Spec.RenewTime.Time)
+	if d := time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second; age > d {
+		return fmt.Sprintf("Lease last renewed %s ago (duration %s)", age.Round(time.Second), d)
+	}
+	return ""
+}
+
+// waitLeases waits until at least want of the nodes hold a renewed Lease in kube-node-lease (a
+// node's Lease has its name). ctx already carries the overall deadline of WaitNodesReady.
+func waitLeases(ctx context.Context, cs kubernetes.Interface, nodes []string, want int, timeout time.Duration) error {
+	leases := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return leases.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return leases.Watch(ctx, o)
+		},
+	}
+	// lacking maps each node to what its Lease lacks ("" once it is held and renewed). Like states
+	// in WaitNodesReady, it is touched only by UntilWithSync's callbacks, one after the other.
+	lacking := map[string]string{}
+	for _, n := range nodes {
+		lacking[n] = "no Lease"
+	}
+	observe := func(l *coordinationv1.Lease, gone bool) {
+		if _, ok := lacking[l.Name]; !ok {
+			return
+		}
+		if gone {
+			lacking[l.Name] = "no Lease"
+		} else {
+			lacking[l.Name] = leaseState(l, time.Now())
+		}
+	}
+	enough := func() bool {
+		up := 0
+		for _, why := range lacking {
+			if why == "" {
+				up++
+			}
+		}
+		return up >= want
+	}
+	_, err := watchtools.UntilWithSync(ctx, cache.ToListWatcherWithWatchListSemantics(lw, cs), &coordinationv1.Lease{},
+		func(store cache.Store) (bool, error) {
+			for _, obj := range store.List() {
+				if l, ok := obj.(*coordinationv1.Lease); ok {
+					observe(l, false)
+				}
+			}
+			return enough(), nil
+		},
+		func(ev watch.Event) (bool, error) {
+			if l, ok := ev.Object.(*coordinationv1.Lease); ok {
+				observe(l, ev.Type == watch.Deleted)
+			}
+			return enough(), nil
+		},
+	)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() == nil {
+		return fmt.Errorf("kwok: wait for node leases: %w", err)
+	}
+	return noLeaseError(lacking, want, timeout, ctx.Err())
+}
+
+func noLeaseError(lacking map[string]string, want int, timeout time.Duration, cause error) error {
+	var without []string
+	for _, name := range slices.Sorted(maps.Keys(lacking)) {
+		if lacking[name] != "" {
+			without = append(without, name)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "kwok: %d of %d nodes Ready and holding a renewed Lease (%s) after %s; %d Ready nodes without one (is kwok running and managing them?): ",
+		len(lacking)-len(without), want, corev1.NamespaceNodeLease, timeout, len(without))
+	for i, name := range without[:min(len(without), maxListedNotReady)] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s: %s", name, lacking[name])
+	}
+	if extra := len(without) - maxListedNotReady; extra > 0 {
+		fmt.Fprintf(&b, " and %d more", extra)
 	}
 	return fmt.Errorf("%s: %w", b.String(), cause)
 }

@@ -2,15 +2,64 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/results/compare"
 )
+
+// slowGangCycle is a kube-scheduler that spends 20 ms more in every pod-group cycle, before its
+// algorithm runs: the regression a CI job must catch. The pause is a sleep because that is the
+// regression (a slower plugin, a lock held longer); the scheduling loop is single-threaded, so every
+// cycle after it waits too.
+var slowGangCycle = k8sbin.Patch{
+	Name:   "slow-gang-cycle",
+	Binary: k8sbin.SchedulerBinaryName,
+	Edits: []k8sbin.Edit{{
+		File:   "pkg/scheduler/schedule_one_podgroup.go",
+		Anchor: "func (sched *Scheduler) podGroupCycle(",
+		Old:    "\tpgResults := sched.runRootSchedulingAlgorithm(ctx, schedFwk, podGroupCycleState, rootPodGroupInfo)\n",
+		New:    "\ttime.Sleep(20 * time.Millisecond)\n\tpgResults := sched.runRootSchedulingAlgorithm(ctx, schedFwk, podGroupCycleState, rootPodGroupInfo)\n",
+	}},
+}
+
+// TestIntegrationCompareSlowGangCycle: compare with its default perf settings (smoke on 50 nodes,
+// 6 interleaved repetitions a side, alpha 0.05, 5% minimum effect) must call a scheduler 20 ms slower
+// per gang cycle slower and exit 3 with --fail-on-regression. Conformance is left out: it cannot
+// see a slowdown, and it takes minutes.
+func TestIntegrationCompareSlowGangCycle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a patched scheduler and starts real clusters; skipped with -short")
+	}
+	bin, err := k8sbin.EnsurePatched(context.Background(), "", slowGangCycle, k8sbin.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := run([]string{"compare", "--no-conformance", "--new-scheduler-binary", bin, "--new-label", "slow-gang-cycle",
+		"--fail-on-regression", "--run-dir", dir}, &out, &errb)
+	t.Logf("stdout:\n%s", out.String())
+	if code != exitRegression {
+		t.Fatalf("exit %d, want %d (regressed)\nstderr:\n%s", code, exitRegression, errb.String())
+	}
+	rep := readCompare(t, dir)
+	verdicts := map[string]compare.MetricVerdict{}
+	for _, m := range rep.Metrics {
+		verdicts[m.Metric] = m.Verdict
+	}
+	for _, metric := range []string{"bindingRate.Average", "podGroupAttemptDuration.Perc99"} {
+		if verdicts[metric] != compare.Slower {
+			t.Errorf("%s: %q, want %q", metric, verdicts[metric], compare.Slower)
+		}
+	}
+}
 
 func readCompare(t *testing.T, dir string) compare.Report {
 	t.Helper()
