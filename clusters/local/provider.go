@@ -287,7 +287,8 @@ func (r *run) start(ctx context.Context) (*clusters.Cluster, error) {
 	}
 	// Ready is not yet schedulable: the not-ready taint the apiserver put on each new node goes only
 	// when the node lifecycle controller re-evaluates it, which for a kwok node (lease heartbeats, no
-	// status updates) can take minutes. A cluster handed out must schedule at once.
+	// status updates) can take minutes. A cluster handed out must schedule at once. (perf's quiet
+	// profile turns the tainting admission plugin off, and this returns at once.)
 	if err := kwok.WaitSchedulable(ctx, cs, "gangbench.dev/managed=true", spec.Nodes, deadline, 5*time.Second, func(format string, args ...any) {
 		r.p.log.Info(fmt.Sprintf(format, args...))
 	}); err != nil {

@@ -54,7 +54,9 @@ func TestIntegrationCompareSlowGangCycle(t *testing.T) {
 	for _, m := range rep.Metrics {
 		verdicts[m.Metric] = m.Verdict
 	}
-	for _, metric := range []string{"bindingRate.Average", "podGroupAttemptDuration.Perc99"} {
+	// The attempt's average, not its p99: the p99 comes from the histogram's buckets (…, 32, 64 ms),
+	// too coarse to move reliably by 20 ms.
+	for _, metric := range []string{"bindingRate.Average", "podGroupAttemptDuration.Average"} {
 		if verdicts[metric] != compare.Slower {
 			t.Errorf("%s: %q, want %q", metric, verdicts[metric], compare.Slower)
 		}
