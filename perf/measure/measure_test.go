@@ -173,6 +173,13 @@ func TestWatchRate(t *testing.T) {
 	if d["Count"] != 61 || !near(d["Average"], 61/3.5) || d["Max"] != 30 || d["Samples"] != 3 {
 		t.Errorf("WatchRate = %v", d)
 	}
+	// scheduler_perf's window: the 60 binds after the first one, over 50 ms → 3.5 s.
+	if !near(d["SinceFirstBind"], 60/3.45) {
+		t.Errorf("SinceFirstBind = %v, want %v", d["SinceFirstBind"], 60/3.45)
+	}
+	if d, _ := WatchRate(t0, binds[:1]); d["SinceFirstBind"] != 0 {
+		t.Errorf("one bind has no window after it: %v", d)
+	}
 	// Three one-second samples: a p50 would be one of them, so no percentile is reported.
 	for _, k := range []string{"Perc50", "Perc90", "Perc99"} {
 		if _, ok := d[k]; ok {
