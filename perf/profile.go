@@ -34,13 +34,21 @@ const QuietLeaseSeconds = 3600
 // accounts and their tokens (pods are admitted only once their namespace's default account
 // exists), namespace deletion between repetitions, garbage collection, the PodGroup finalizer,
 // pod GC, the node lifecycle and taint eviction (nodes stay honest), disruption budgets
-// (preemption respects them) and the root CA config map (real kubelets' pods mount it on kind).
+// (preemption respects them), the root CA config map (real kubelets' pods mount it on kind), and
+// what a kind worker needs to join: kubeadm join finds the cluster through the cluster-info config
+// map signed by the bootstrap signer, and its kubelet gets its client certificate through a CSR that
+// the approving and signing controllers handle; its node then needs a pod CIDR (node IPAM), and the
+// device plugin, CNI and kube-proxy run as DaemonSets. (kubeadm itself runs the controller-manager with
+// "*,bootstrapsigner,tokencleaner"; a controllers flag of ours replaces that.) On the local provider
+// these five have nothing to do.
 func QuietControllers() []string {
 	return []string{
 		"serviceaccount-controller", "serviceaccount-token-controller", "namespace-controller",
 		"garbage-collector-controller", "podgroup-protection-controller", "pod-garbage-collector-controller",
 		"node-lifecycle-controller", "taint-eviction-controller", "disruption-controller",
 		"root-ca-certificate-publisher-controller",
+		"bootstrap-signer-controller", "certificatesigningrequest-approving-controller", "certificatesigningrequest-signing-controller",
+		"node-ipam-controller", "daemonset-controller",
 	}
 }
 
