@@ -6,6 +6,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/gangbench/gangbench/clusters/kind"
+	"github.com/gangbench/gangbench/results"
 )
 
 // execPerf runs the perf command on its own (main.go registers it under the root).
@@ -64,5 +67,31 @@ func TestPerfReport(t *testing.T) {
 	out, err = execPerf(t, "list")
 	if err != nil || !strings.Contains(out, "upstream-3gangs-1000pods  upstream,default") {
 		t.Errorf("list: %v\n%s", err, out)
+	}
+}
+
+// TestIntegrationPerfKindQuiet runs a small benchmark on kind in the default (quiet) profile: real
+// workers must join although the controller-manager runs only the profile's controllers, and the
+// run must pass its built-in objectives with the profile on record.
+func TestIntegrationPerfKindQuiet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kind cluster; skipped with -short")
+	}
+	if _, err := kind.DetectEngine(context.Background(), ""); err != nil {
+		t.Skip(err.Error())
+	}
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := run([]string{"perf", "run", "--provider", "kind", "--workers", "1", "--scenario", "smoke", "--nodes", "20",
+		"--param", "groups=40", "--run-dir", dir}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	r, err := results.Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Environment.Profile != "quiet" || r.Environment.Provider != "kind" {
+		t.Errorf("environment %+v, want provider kind, profile quiet", r.Environment)
 	}
 }
