@@ -146,13 +146,13 @@ func setReady(n *corev1.Node, status corev1.ConditionStatus, reason string) {
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, Reason: reason}}
 }
 
-// watchStarted returns a channel closed when the first node watch is opened, so a test changes nodes
-// only once WaitNodesReady is past its initial list; the reactor declines, so the fake's own watch
-// reactor still serves the watch.
-func watchStarted(cs *fake.Clientset) <-chan struct{} {
+// watchStarted returns a channel closed when the first watch of resource (nodes, leases) is opened,
+// so a test changes objects only once WaitNodesReady is past that initial list; the reactor
+// declines, so the fake's own watch reactor still serves the watch.
+func watchStarted(cs *fake.Clientset, resource string) <-chan struct{} {
 	ch := make(chan struct{})
 	var once sync.Once
-	cs.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
+	cs.PrependWatchReactor(resource, func(k8stesting.Action) (bool, watch.Interface, error) {
 		once.Do(func() { close(ch) })
 		return false, nil, nil
 	})
@@ -168,17 +168,6 @@ func nodeLease(node string, renewed time.Time, seconds int32) *coordinationv1.Le
 			HolderIdentity: &holder, LeaseDurationSeconds: &seconds, RenewTime: &metav1.MicroTime{Time: renewed},
 		},
 	}
-}
-
-// leaseWatchStarted is watchStarted for leases.
-func leaseWatchStarted(cs *fake.Clientset) <-chan struct{} {
-	ch := make(chan struct{})
-	var once sync.Once
-	cs.PrependWatchReactor("leases", func(k8stesting.Action) (bool, watch.Interface, error) {
-		once.Do(func() { close(ch) })
-		return false, nil, nil
-	})
-	return ch
 }
 
 // TestWaitNodesReady: nodes are created Ready, as a kubelet registers them; they are up once kwok
@@ -199,7 +188,7 @@ func TestWaitNodesReady(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	started := leaseWatchStarted(cs)
+	started := watchStarted(cs, "leases")
 	created := make(chan error, 1)
 	go func() {
 		<-started
@@ -227,7 +216,7 @@ func TestWaitNodesReadyTurnsReady(t *testing.T) {
 	n := fakegpu.SimulatedNode("n-0", fakegpu.Default(), fakegpu.NodeOptions{})
 	setReady(n, corev1.ConditionFalse, "KubeletNotReady")
 	cs := fake.NewClientset(n, nodeLease("n-0", time.Now(), 40))
-	started := watchStarted(cs)
+	started := watchStarted(cs, "nodes")
 	updated := make(chan error, 1)
 	go func() {
 		<-started
