@@ -74,6 +74,9 @@ type Options struct {
 	Faults []Fault
 	// Profile is the load profile the clusters were made with (ApplyProfile), for the record.
 	Profile string
+	// QuietWait bounds the wait for a quiet control plane before each measured window (see
+	// QuietRate): 0 means QuietTimeout, a negative value skips the wait.
+	QuietWait time.Duration
 	// Skipped are scenarios of the selected set that do not fit the cluster; each is recorded as a
 	// skipped case with its reason, so the run says what it did not measure.
 	Skipped  []Skipped
@@ -508,6 +511,10 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 			r.note("%s#%d: %s", sc.Name, rep, fmt.Sprintf(format, args...))
 		},
 	}
+	quiet, err := r.settle(ctx, sc, rep)
+	if err != nil {
+		return err
+	}
 	reg := measure.Registry()
 	var ms []measure.Measurement
 	for _, name := range sc.Measurements {
@@ -581,6 +588,9 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 		items = append(items, fitems...)
 	}
 	items = append(items, creationItem(created, items))
+	if quiet != nil {
+		items = append(items, *quiet)
+	}
 	for i := range items {
 		l := maps.Clone(labels)
 		maps.Copy(l, items[i].Labels)
@@ -591,6 +601,30 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 	r.mu.Unlock()
 	r.checkLoad(sc, rep, created, items)
 	return nil
+}
+
+// settle waits for a quiet control plane before a measured window and returns the wait's record
+// (nil when the wait is switched off). A timeout is a note, not an error: the run measures anyway.
+func (r *runner) settle(ctx context.Context, sc *scenario.Scenario, rep int) (*results.DataItem, error) {
+	timeout := r.o.QuietWait
+	switch {
+	case timeout < 0:
+		return nil, nil
+	case timeout == 0:
+		timeout = QuietTimeout
+	}
+	waited, last, quiet, err := waitQuiet(ctx, r.cl.APIServerMetrics, wallClock{}, timeout)
+	if err != nil {
+		return nil, err
+	}
+	r.o.Log.Info("control plane quiet", "scenario", sc.Name, "repetition", rep, "waited", waited.Round(time.Millisecond), "quiet", quiet, "last", last.String())
+	if !quiet {
+		r.note("%s#%d: the control plane was still busy after %s (%s, quiet is under %d/s); measuring anyway", sc.Name, rep, waited.Round(time.Second), last, QuietRate)
+	}
+	// Value: the request rate the window opened on; WaitSeconds: what the wait cost.
+	return &results.DataItem{Name: ItemQuietWait, Unit: "requests/s", Data: map[string]float64{
+		"Value": last.rate, "WaitSeconds": waited.Seconds(),
+	}}, nil
 }
 
 // runSteps creates the phases step by step; it returns the creation stats of every phase.

@@ -374,7 +374,7 @@ func schedulerFigures(runs []*results.Run) []*results.Run {
 	for _, r := range runs {
 		c := *r
 		c.DataItems = slices.DeleteFunc(slices.Clone(r.DataItems), func(d results.DataItem) bool {
-			return d.Name == measure.ItemCreationRate || d.Name == perf.ItemHarness
+			return d.Name == measure.ItemCreationRate || d.Name == perf.ItemHarness || d.Name == perf.ItemQuietWait
 		})
 		out = append(out, &c)
 	}

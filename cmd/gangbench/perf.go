@@ -40,6 +40,7 @@ type perfRunFlags struct {
 	workers    int
 	loadQPS    float32
 	grace      time.Duration
+	quietWait  time.Duration
 	deadline   time.Duration
 	faults     []string
 	safety     existing.SafetyOptions
@@ -114,6 +115,7 @@ Results are written in every case.`,
 	safetyFlags(fs, &f.safety)
 	fs.IntVar(&f.workers, "load-workers", 0, "PodGroups the load generator creates concurrently (default 64)")
 	fs.Float32Var(&f.loadQPS, "load-qps", 0, "the load generator's client QPS and burst (default 5000)")
+	fs.DurationVar(&f.quietWait, "quiet-wait", perf.QuietTimeout, fmt.Sprintf("before each measured window, wait up to this long for the apiserver to serve fewer than %d requests/s besides heartbeats (a new cluster is busy for a while after its nodes are Ready); 0 skips the wait", perf.QuietRate))
 	fs.DurationVar(&f.grace, "partial-grace", 0, "how long a partially bound gang may go without a member bound before it counts as a partial placement (default 30s)")
 	fs.DurationVar(&f.deadline, "deadline", 60*time.Minute, "the whole run's deadline")
 	fs.StringArrayVar(&f.faults, "fault", nil, "inject a fault into each repetition (repeatable): "+perf.FaultForms)
@@ -239,7 +241,7 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 	run, runErr := perf.Run(ctx, perf.Options{
 		Scenarios: scs, Objectives: objectives, Source: source, RunDir: runDir, ID: id, Started: started,
 		SchedulerBinary: f.cluster.schedulerBin, Workers: f.workers, LoadQPS: f.loadQPS, LoadBurst: int(f.loadQPS),
-		PartialGrace: f.grace, Faults: faults, Progress: progress, Log: log, Skipped: skipped, Profile: profile,
+		PartialGrace: f.grace, QuietWait: quietWait(f.quietWait), Faults: faults, Progress: progress, Log: log, Skipped: skipped, Profile: profile,
 	})
 	progress.Wait()
 	if f.reference && runErr == nil {
@@ -430,4 +432,12 @@ func newPerfListCmd(stdout io.Writer) *cobra.Command {
 			return tw.Flush()
 		},
 	}
+}
+
+// quietWait maps the flag (0 skips) to perf.Options.QuietWait (0 is the default, negative skips).
+func quietWait(flag time.Duration) time.Duration {
+	if flag <= 0 {
+		return -1
+	}
+	return flag
 }

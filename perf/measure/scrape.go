@@ -62,3 +62,8 @@ func FilterFamilies(text []byte, families ...string) []byte {
 	}
 	return out.Bytes()
 }
+
+// ScrapeFamilies is scrape for other packages: one fetch, only the named families parsed.
+func ScrapeFamilies(ctx context.Context, f metrics.Fetcher, families ...string) (*metrics.Snapshot, error) {
+	return scrape(ctx, f, families...)
+}

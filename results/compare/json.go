@@ -43,6 +43,7 @@ type metricJSON struct {
 	RatioLo        float64           `json:"ratioLo,omitempty"`
 	RatioHi        float64           `json:"ratioHi,omitempty"`
 	PValue         *float64          `json:"pValue"`
+	PAdjusted      *float64          `json:"pAdjusted,omitempty"`
 	Verdict        MetricVerdict     `json:"verdict"`
 	Regression     bool              `json:"regression"`
 	Gated          bool              `json:"gated"`
@@ -54,7 +55,7 @@ type metricJSON struct {
 func (m MetricResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(metricJSON{
 		m.Metric, m.Unit, m.Labels, m.HigherIsBetter, m.Old, m.New, finite(m.Ratio), m.RatioLo, m.RatioHi,
-		finite(m.PValue), m.Verdict, m.Regression, m.Gated, m.Reason, m.Warnings,
+		finite(m.PValue), finite(m.PAdjusted), m.Verdict, m.Regression, m.Gated, m.Reason, m.Warnings,
 	})
 }
 
@@ -66,7 +67,7 @@ func (m *MetricResult) UnmarshalJSON(data []byte) error {
 	}
 	*m = MetricResult{
 		j.Metric, j.Unit, j.Labels, j.HigherIsBetter, j.Old, j.New, orElse(j.Ratio, math.NaN()), j.RatioLo, j.RatioHi,
-		orElse(j.PValue, math.NaN()), j.Verdict, j.Regression, j.Gated, j.Reason, j.Warnings,
+		orElse(j.PValue, math.NaN()), orElse(j.PAdjusted, math.NaN()), j.Verdict, j.Regression, j.Gated, j.Reason, j.Warnings,
 	}
 	return nil
 }

@@ -57,7 +57,11 @@ type MetricResult struct {
 	RatioLo, RatioHi float64
 	// PValue is the two-sided Mann–Whitney U test p value from benchmath.AssumeNothing; NaN when the
 	// metric is not comparable.
-	PValue     float64
+	PValue float64
+	// PAdjusted is PValue after Holm's correction across the gate metrics that can be tested (see
+	// holm); the verdict of a gate metric rests on it, so the regression flag's false-alarm rate is
+	// Alpha for the whole gate, not for each of its metrics. NaN for metrics outside that family.
+	PAdjusted  float64
 	Verdict    MetricVerdict
 	Regression bool // Verdict is Slower
 	// Gated: the metric is one of Options.GateMetrics, so a Regression sets Report.Regressed.
@@ -150,11 +154,68 @@ func compareMetrics(old, new Side, opts Options) ([]MetricResult, []string) {
 	for _, id := range ids {
 		out = append(out, compareMetric(id, o[id], n[id], opts, th))
 	}
+	if note := holm(out, opts); note != "" {
+		notes = append(notes, note)
+	}
 	return out, append(notes, warningNotes(out)...)
 }
 
+// holm applies Holm's step-down correction to the gate metrics, so that a self-comparison raises
+// the regression flag with probability at most Alpha however many gate metrics there are (at 0.05
+// each, five independent gate metrics would raise it one time in four). The family is the gated,
+// comparable metrics whose samples are not all one value: a metric that is 0 in every run of both
+// sides (partial gangs of a healthy scheduler) can never reach significance, and counting it would
+// only make the others harder to flag (Tarone's refinement for discrete tests). The p values are
+// adjusted in ascending order, p'(i) = max over j <= i of min(1, (m-j+1)·p(j)), and the verdict of
+// each member is re-judged on its adjusted value. It returns a note when the correction changed a
+// verdict.
+func holm(ms []MetricResult, opts Options) string {
+	var family []int
+	for i, m := range ms {
+		if m.Gated && m.Verdict != NotComparable && !math.IsNaN(m.PValue) && varies(m) {
+			family = append(family, i)
+		}
+	}
+	slices.SortStableFunc(family, func(a, b int) int { return cmp.Compare(ms[a].PValue, ms[b].PValue) })
+	var running float64
+	var withdrawn []string
+	for rank, i := range family {
+		running = max(running, min(1, float64(len(family)-rank)*ms[i].PValue))
+		m := &ms[i]
+		m.PAdjusted = running
+		before := m.Verdict
+		m.Verdict, m.Regression = judge(*m, m.PAdjusted, opts)
+		if before != m.Verdict {
+			withdrawn = append(withdrawn, fmt.Sprintf("%s (p %.4f, %.4f after correction)", m.DisplayName(), m.PValue, m.PAdjusted))
+		}
+	}
+	if len(withdrawn) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Holm's correction across the %d testable gate metrics took back %d verdict(s) significant on their own: %s",
+		len(family), len(withdrawn), strings.Join(withdrawn, "; "))
+}
+
+// varies reports whether the samples of a metric take more than one value over both sides.
+func varies(m MetricResult) bool {
+	all := append(slices.Clone(m.Old.Samples), m.New.Samples...)
+	return slices.ContainsFunc(all, func(v float64) bool { return v != all[0] })
+}
+
+// judge is the verdict of a comparable metric for p value p: a change counts when it is significant
+// and at least MinEffect, and its direction says faster or slower.
+func judge(m MetricResult, p float64, opts Options) (MetricVerdict, bool) {
+	if p < opts.Alpha && effect(m.Old.Center, m.New.Center) >= opts.MinEffect {
+		if (m.New.Center > m.Old.Center) == m.HigherIsBetter {
+			return Faster, false
+		}
+		return Slower, true
+	}
+	return NoChange, false
+}
+
 func compareMetric(id metricID, o, n *metricSamples, opts Options, th *benchmath.Thresholds) MetricResult {
-	m := MetricResult{Metric: id.item + "." + id.key, PValue: math.NaN(), Ratio: math.NaN()}
+	m := MetricResult{Metric: id.item + "." + id.key, PValue: math.NaN(), PAdjusted: math.NaN(), Ratio: math.NaN()}
 	var ov, nv []float64
 	var ou, nu []string
 	if o != nil {
@@ -206,15 +267,7 @@ func compareMetric(id metricID, o, n *metricSamples, opts Options, th *benchmath
 		m.RatioLo, m.RatioHi = lo, hi
 	}
 
-	m.Verdict = NoChange
-	if c.P < opts.Alpha && effect(m.Old.Center, m.New.Center) >= opts.MinEffect {
-		if (m.New.Center > m.Old.Center) == m.HigherIsBetter {
-			m.Verdict = Faster
-		} else {
-			m.Verdict = Slower
-			m.Regression = true
-		}
-	}
+	m.Verdict, m.Regression = judge(m, c.P, opts)
 	return m
 }
 

@@ -82,7 +82,8 @@ func ratioCell(m compare.MetricResult) string {
 	return s
 }
 
-// pCell is "0.002 (n=6)" or "0.002 (n=5+6)", benchstat's form; "-" when no test ran.
+// pCell is "0.002 (n=6)" or "0.002 (n=5+6)", benchstat's form, plus the Holm-corrected value for a
+// gate metric; "-" when no test ran.
 func pCell(m compare.MetricResult) string {
 	n := fmt.Sprintf("n=%d", m.Old.N)
 	if m.Old.N != m.New.N {
@@ -90,6 +91,10 @@ func pCell(m compare.MetricResult) string {
 	}
 	if math.IsNaN(m.PValue) {
 		return "- (" + n + ")"
+	}
+	if !math.IsNaN(m.PAdjusted) {
+		// A gate metric is judged on the corrected value; the raw one is what benchstat would print.
+		return fmt.Sprintf("%.3f (%s), Holm %.3f", m.PValue, n, m.PAdjusted)
 	}
 	return fmt.Sprintf("%.3f (%s)", m.PValue, n)
 }
