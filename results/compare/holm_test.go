@@ -50,7 +50,8 @@ func TestHolmTakesBackAWeakGateVerdict(t *testing.T) {
 		"bindingRate.Average": {90, 91, 92, 93, 100.5, 102.5},
 		"gangLatency.Perc50":  {1.025, 1.035, 1.10, 1.11, 1.12, 1.13},
 	}
-	rep, err := Compare(multiSide("old", old, 6), multiSide("new", new, 6), Options{})
+	gate := Options{GateMetrics: []string{"bindingRate.Average", "gangLatency.Perc50"}}
+	rep, err := Compare(multiSide("old", old, 6), multiSide("new", new, 6), gate)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestHolmTakesBackAWeakGateVerdict(t *testing.T) {
 func TestHolmStepDownKeepsTheSecondAfterAClearFirst(t *testing.T) {
 	old := map[string][]float64{"bindingRate.Average": {100, 101, 102, 103, 104, 105}, "gangLatency.Perc50": {1.00, 1.01, 1.02, 1.03, 1.04, 1.05}}
 	new := map[string][]float64{"bindingRate.Average": {80, 81, 82, 83, 84, 85}, "gangLatency.Perc50": {1.025, 1.035, 1.10, 1.11, 1.12, 1.13}}
-	rep, err := Compare(multiSide("old", old, 6), multiSide("new", new, 6), Options{})
+	rep, err := Compare(multiSide("old", old, 6), multiSide("new", new, 6), Options{GateMetrics: []string{"bindingRate.Average", "gangLatency.Perc50"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,8 @@ func TestHolmStepDownKeepsTheSecondAfterAClearFirst(t *testing.T) {
 // alone, the uncorrected gate would raise the flag; the corrected one does not.
 func TestHolmKeepsTheFlagDownOnBorderlineNoise(t *testing.T) {
 	old, new := map[string][]float64{}, map[string][]float64{}
-	for _, m := range []string{"bindingRate.Average", "apiserverBindingRate.Average", "gangLatency.Perc50", "gangLatency.Perc99", "podGroupAttemptDuration.Perc99"} {
+	gate := []string{"bindingRate.Average", "apiserverBindingRate.Average", "gangLatency.Perc50", "gangLatency.Perc99", "podGroupAttemptDuration.Perc99"}
+	for _, m := range gate {
 		// U = 5 of 36 pairs: p 0.041 alone, worse by 5% or more.
 		if strings.Contains(strings.ToLower(m), "rate") {
 			old[m] = []float64{100, 101, 102, 103, 104, 105}
@@ -115,7 +117,7 @@ func TestHolmKeepsTheFlagDownOnBorderlineNoise(t *testing.T) {
 			new[m] = []float64{1.025, 1.035, 1.10, 1.11, 1.12, 1.13}
 		}
 	}
-	rep, err := Compare(multiSide("old", old, 6), multiSide("new", new, 6), Options{})
+	rep, err := Compare(multiSide("old", old, 6), multiSide("new", new, 6), Options{GateMetrics: gate})
 	if err != nil {
 		t.Fatal(err)
 	}
