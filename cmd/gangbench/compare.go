@@ -73,7 +73,7 @@ func newCompareCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
 		Use:   "compare",
 		Short: "Compare two schedulers: conformance diff and binding-rate statistics, interleaved on one machine",
 		Long: `Run the same perf scenarios (and the conformance suites) against two schedulers on this machine,
-repetitions interleaved (old, new, old, new, …) so machine noise hits both alike, and report per metric
+repetitions interleaved (old, new, new, old, …) so machine noise and drift hit both alike, and report per metric
 whether the new scheduler is faster, slower or not significantly different (median ratio with its
 confidence interval and a Mann-Whitney p-value, via golang.org/x/perf/benchmath; a change is reported
 only when significant and at least --min-effect), plus the assertions that changed verdict.
@@ -276,7 +276,7 @@ func (f *compareFlags) runBoth(ctx context.Context, g *globalOpts, root, runDir 
 		sources[s] = &perf.LocalSource{Provider: p, Base: spec}
 	}
 	for rep := 1; rep <= f.repetitions; rep++ {
-		for _, s := range sides {
+		for _, s := range pairOrder(sides, rep) {
 			fmt.Fprintf(stdout, "== perf, %s (%d/%d)\n", s.describe(), rep, f.repetitions)
 			dir := filepath.Join(runDir, s.name, fmt.Sprintf("perf-%d", rep))
 			r, err := perf.Run(ctx, perf.Options{Scenarios: scs, Source: sources[s], RunDir: dir, Command: "compare", SchedulerBinary: s.binary, Log: g.logger(io.Discard), Profile: f.profile})
@@ -291,6 +291,18 @@ func (f *compareFlags) runBoth(ctx context.Context, g *globalOpts, root, runDir 
 		}
 	}
 	return nil
+}
+
+// pairOrder is the order of the sides in repetition rep: old then new in odd repetitions, new then
+// old in even ones (old, new, new, old, …). Run always in one order, one side would always start
+// right after the other's cluster was torn down, and always end before the other's next start; a
+// self-comparison of six plain pairs once put every new-side gang-latency p99 above every old one.
+// Alternating gives each side each position equally often, and cancels a linear drift of the machine.
+func pairOrder(sides []*compareSide, rep int) []*compareSide {
+	if rep%2 == 1 {
+		return sides
+	}
+	return []*compareSide{sides[1], sides[0]}
 }
 
 // ranVersion is the Kubernetes version a side's runs recorded (the control plane's --version),

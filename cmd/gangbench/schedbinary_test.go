@@ -91,3 +91,16 @@ func TestAbsPath(t *testing.T) {
 		t.Errorf("absPath = %q", p)
 	}
 }
+
+func TestComparePairOrderAlternates(t *testing.T) {
+	old, new := &compareSide{name: "old"}, &compareSide{name: "new"}
+	var got []string
+	for rep := 1; rep <= 4; rep++ {
+		for _, s := range pairOrder([]*compareSide{old, new}, rep) {
+			got = append(got, s.name)
+		}
+	}
+	if want := "old new new old old new new old"; strings.Join(got, " ") != want {
+		t.Errorf("order %q, want %q: each side must run first and second equally often", strings.Join(got, " "), want)
+	}
+}

@@ -3,7 +3,7 @@
 // intervals and a Mann–Whitney U test, computed by golang.org/x/perf/benchmath, the code behind
 // benchstat — and a diff of the conformance verdicts per assertion ID.
 //
-// A side is the set of repetitions of one scheduler version (the runner interleaves them, A B A B, so
+// A side is the set of repetitions of one scheduler version (the runner interleaves them, A B B A, so
 // that drift of the machine hits both sides alike). Each run contributes one sample per metric; a
 // metric is a data key of a results.DataItem, identified by item name, labels and key. Per-case
 // measurements (results.Case.Measurements) are not compared: they describe one assertion's scenario,
