@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/kind"
 )
 
 // Profiles say how much load runs beside the scheduler during a measurement.
@@ -30,30 +31,38 @@ func Profiles() []string { return []string{ProfileQuiet, ProfileRealistic} }
 // QuietLeaseSeconds is the node lease duration of the quiet profile; kwok renews a quarter of it apart.
 const QuietLeaseSeconds = 3600
 
-// QuietControllers are the controller-manager's controllers in the quiet profile: service
-// accounts and their tokens (pods are admitted only once their namespace's default account
-// exists), namespace deletion between repetitions, garbage collection, the PodGroup finalizer,
-// pod GC, the node lifecycle and taint eviction (nodes stay honest), disruption budgets
-// (preemption respects them), the root CA config map (real kubelets' pods mount it on kind), and
-// what a kind worker needs to join: kubeadm join finds the cluster through the cluster-info config
-// map signed by the bootstrap signer, and its kubelet gets its client certificate through a CSR that
-// the approving and signing controllers handle; its node then needs a pod CIDR (node IPAM), and the
-// device plugin, CNI and kube-proxy run as DaemonSets. (kubeadm itself runs the controller-manager with
-// "*,bootstrapsigner,tokencleaner"; a controllers flag of ours replaces that.) On the local provider
-// these five have nothing to do.
-func QuietControllers() []string {
-	return []string{
+// QuietControllers are the controller-manager's controllers in the quiet profile on a provider:
+// service accounts and their tokens (pods are admitted only once their namespace's default account
+// exists), namespace deletion between repetitions, the PodGroup finalizer, pod GC, the node
+// lifecycle and taint eviction (nodes stay honest, and node faults are judged by them), and the root
+// CA config map. Left out everywhere: the disruption controller (no perf scenario has a
+// PodDisruptionBudget) and, on the local provider, the garbage collector (a perf run's objects have
+// no owner references, and the harness deletes its pods itself). The garbage collector watches
+// every resource type, so it decodes each pod, event and PodGroup of the measured window once more.
+// A kind cluster keeps the collector (its system pods have owners) and needs what a worker needs to
+// join: kubeadm join finds the cluster through the cluster-info config map signed by the bootstrap
+// signer, its kubelet gets its client certificate through a CSR the approving and signing
+// controllers handle, its node then needs a pod CIDR (node IPAM), and the device plugin, CNI and
+// kube-proxy run as DaemonSets. (kubeadm itself runs the controller-manager with
+// "*,bootstrapsigner,tokencleaner"; a controllers flag of ours replaces that.)
+func QuietControllers(provider string) []string {
+	cs := []string{
 		"serviceaccount-controller", "serviceaccount-token-controller", "namespace-controller",
-		"garbage-collector-controller", "podgroup-protection-controller", "pod-garbage-collector-controller",
-		"node-lifecycle-controller", "taint-eviction-controller", "disruption-controller",
+		"podgroup-protection-controller", "pod-garbage-collector-controller",
+		"node-lifecycle-controller", "taint-eviction-controller",
 		"root-ca-certificate-publisher-controller",
-		"bootstrap-signer-controller", "certificatesigningrequest-approving-controller", "certificatesigningrequest-signing-controller",
-		"node-ipam-controller", "daemonset-controller",
 	}
+	if provider == kind.ProviderName {
+		cs = append(cs, "garbage-collector-controller",
+			"bootstrap-signer-controller", "certificatesigningrequest-approving-controller", "certificatesigningrequest-signing-controller",
+			"node-ipam-controller", "daemonset-controller")
+	}
+	return cs
 }
 
-// ApplyProfile sets a cluster spec for a profile. Flags the user gave (spec.ExtraArgs) win.
-func ApplyProfile(spec *clusters.Spec, profile string) error {
+// ApplyProfile sets a cluster spec for a profile on a provider ("local", "kind"). Flags the user
+// gave (spec.ExtraArgs) win.
+func ApplyProfile(spec *clusters.Spec, profile, provider string) error {
 	switch profile {
 	case ProfileRealistic:
 		return nil
@@ -71,7 +80,7 @@ func ApplyProfile(spec *clusters.Spec, profile string) error {
 		spec.ExtraArgs = maps.Clone(spec.ExtraArgs)
 	}
 	for c, args := range map[clusters.Component]map[string]string{
-		clusters.ControllerManager: {"controllers": strings.Join(QuietControllers(), ",")},
+		clusters.ControllerManager: {"controllers": strings.Join(QuietControllers(provider), ",")},
 		// As scheduler_perf's apiserver (util.go, --disable-admission-plugins): a node is not
 		// tainted not-ready at creation. Simulated nodes are created Ready, and removing 5000 taints
 		// again is 5000 node writes by the controller-manager before the cluster can schedule.

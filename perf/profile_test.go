@@ -1,15 +1,17 @@
 package perf
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/kind"
 )
 
 func TestApplyProfile(t *testing.T) {
 	var quiet clusters.Spec
-	if err := ApplyProfile(&quiet, ProfileQuiet); err != nil {
+	if err := ApplyProfile(&quiet, ProfileQuiet, "local"); err != nil {
 		t.Fatal(err)
 	}
 	kcm := quiet.ExtraArgs[clusters.ControllerManager]
@@ -19,23 +21,37 @@ func TestApplyProfile(t *testing.T) {
 	if quiet.ExtraArgs[clusters.APIServer]["disable-admission-plugins"] != "TaintNodesByCondition" {
 		t.Errorf("quiet: apiserver flags %v", quiet.ExtraArgs[clusters.APIServer])
 	}
-	if strings.Contains(kcm["controllers"], "*") || strings.Contains(kcm["controllers"], "job-controller") {
-		t.Errorf("quiet runs only the controllers a run needs: %s", kcm["controllers"])
+	local := strings.Split(kcm["controllers"], ",")
+	if slices.ContainsFunc(local, func(c string) bool {
+		return c == "*" || c == "job-controller" || c == "garbage-collector-controller" || c == "daemonset-controller" || c == "disruption-controller"
+	}) {
+		t.Errorf("quiet runs only the controllers a local run needs: %s", kcm["controllers"])
+	}
+	// A kind worker must be able to join: bootstrap signer, CSR approval and signing, a pod CIDR,
+	// DaemonSets (the device plugin, CNI, kube-proxy).
+	var onKind clusters.Spec
+	if err := ApplyProfile(&onKind, ProfileQuiet, kind.ProviderName); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"bootstrap-signer-controller", "certificatesigningrequest-approving-controller", "certificatesigningrequest-signing-controller", "node-ipam-controller", "daemonset-controller", "garbage-collector-controller"} {
+		if !strings.Contains(onKind.ExtraArgs[clusters.ControllerManager]["controllers"], c) {
+			t.Errorf("quiet on kind lacks %s: %s", c, onKind.ExtraArgs[clusters.ControllerManager]["controllers"])
+		}
 	}
 	// A flag the user gave wins, and the caller's map is not changed.
 	user := map[clusters.Component]map[string]string{clusters.ControllerManager: {"controllers": "*"}}
 	mine := clusters.Spec{ExtraArgs: user, NodeLeaseSeconds: 120}
-	if err := ApplyProfile(&mine, ProfileQuiet); err != nil {
+	if err := ApplyProfile(&mine, ProfileQuiet, "local"); err != nil {
 		t.Fatal(err)
 	}
 	if mine.ExtraArgs[clusters.ControllerManager]["controllers"] != "*" || mine.NodeLeaseSeconds != 120 {
 		t.Errorf("user settings overridden: %+v", mine)
 	}
 	var real clusters.Spec
-	if err := ApplyProfile(&real, ProfileRealistic); err != nil || real.NodeLeaseSeconds != 0 || real.ExtraArgs != nil || real.PodsStayPending {
+	if err := ApplyProfile(&real, ProfileRealistic, "local"); err != nil || real.NodeLeaseSeconds != 0 || real.ExtraArgs != nil || real.PodsStayPending {
 		t.Errorf("realistic changes nothing: %+v %v", real, err)
 	}
-	if err := ApplyProfile(&real, "loud"); err == nil || !strings.Contains(err.Error(), "accepted: quiet, realistic") {
+	if err := ApplyProfile(&real, "loud", "local"); err == nil || !strings.Contains(err.Error(), "accepted: quiet, realistic") {
 		t.Errorf("unknown profile: %v", err)
 	}
 }

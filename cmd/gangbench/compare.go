@@ -256,7 +256,7 @@ func (f *compareFlags) runBoth(ctx context.Context, g *globalOpts, root, runDir 
 		}
 		spec.Nodes = 0
 		spec.ReadyTimeout = 0
-		if err := perf.ApplyProfile(&spec, f.profile); err != nil {
+		if err := perf.ApplyProfile(&spec, f.profile, provider); err != nil {
 			return usageError{err}
 		}
 		if _, err := k8sbin.Ensure(ctx, spec.KubernetesVersion, cf.binOptions(stderr)); err != nil {

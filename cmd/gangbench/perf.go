@@ -310,7 +310,7 @@ func scenarioNames(scs []*scenario.Scenario) string {
 
 // perfBaseSpec is the cluster spec every scenario's cluster starts from; its node count is set per
 // scenario, so the rest is validated with a placeholder.
-func perfBaseSpec(cmd *cobra.Command, f *clusterFlags, profile string) (clusters.Spec, error) {
+func perfBaseSpec(cmd *cobra.Command, f *clusterFlags, profile, provider string) (clusters.Spec, error) {
 	if !cmd.Flags().Changed("name") {
 		// Unique per run, so a perf run never collides with a user's cluster or another run.
 		f.name = fmt.Sprintf("perf-%d", os.Getpid())
@@ -322,7 +322,7 @@ func perfBaseSpec(cmd *cobra.Command, f *clusterFlags, profile string) (clusters
 		return clusters.Spec{}, err
 	}
 	spec.Nodes = 0
-	if err := perf.ApplyProfile(&spec, profile); err != nil {
+	if err := perf.ApplyProfile(&spec, profile, provider); err != nil {
 		return clusters.Spec{}, usageError{err}
 	}
 	if !cmd.Flags().Changed("timeout") {
@@ -334,7 +334,7 @@ func perfBaseSpec(cmd *cobra.Command, f *clusterFlags, profile string) (clusters
 // localSource builds the local provider's source from the cluster flags. The binaries are built
 // here, with progress on the terminal, rather than silently inside the first cluster create.
 func localSource(ctx context.Context, cmd *cobra.Command, f *clusterFlags, profile string, stderr io.Writer) (perf.ClusterSource, error) {
-	spec, err := perfBaseSpec(cmd, f, profile)
+	spec, err := perfBaseSpec(cmd, f, profile, local.ProviderName)
 	if err != nil {
 		return nil, err
 	}
@@ -358,7 +358,7 @@ func kindSource(cmd *cobra.Command, f *clusterFlags, profile string, stderr io.W
 	if f.kwokNodes != 0 {
 		return nil, usageError{errors.New("--kwok-nodes: perf run derives the kwok nodes from each scenario's node count minus --workers")}
 	}
-	spec, err := perfBaseSpec(cmd, f, profile)
+	spec, err := perfBaseSpec(cmd, f, profile, kind.ProviderName)
 	if err != nil {
 		return nil, err
 	}
