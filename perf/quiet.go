@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -57,7 +58,7 @@ func heartbeat(labels map[string]string) bool {
 // and without non-resource requests (among them this gate's own /metrics scrapes).
 func requestCounts(s *metrics.Snapshot) map[string]float64 {
 	out := map[string]float64{}
-	mf := s.Families[metricRequests]
+	mf := s.Families[measure.MetricRequests]
 	if mf == nil {
 		return out
 	}
@@ -75,8 +76,6 @@ func requestCounts(s *metrics.Snapshot) map[string]float64 {
 	return out
 }
 
-const metricRequests = "apiserver_request_total"
-
 func labelMap(m *dto.Metric) map[string]string {
 	l := map[string]string{}
 	for _, lp := range m.GetLabel() {
@@ -93,15 +92,8 @@ type quietState struct {
 
 func (q quietState) String() string {
 	keys := slices.Collect(maps.Keys(q.top))
-	slices.SortFunc(keys, func(a, b string) int {
-		if q.top[a] != q.top[b] {
-			if q.top[a] > q.top[b] {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a, b)
-	})
+	// Busiest first; equal rates by name, so the note reads the same for the same counts.
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(q.top[b], q.top[a]), strings.Compare(a, b)) })
 	var parts []string
 	for _, k := range keys[:min(len(keys), 3)] {
 		parts = append(parts, fmt.Sprintf("%s %.1f/s", k, q.top[k]))
@@ -146,7 +138,7 @@ func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 // state; quiet is false when the timeout came first. Only a failed scrape or ctx is an error.
 func waitQuiet(ctx context.Context, f metrics.Fetcher, clock quietClock, timeout time.Duration) (waited time.Duration, last quietState, quiet bool, err error) {
 	start := clock.Now()
-	snap, err := measure.ScrapeFamilies(ctx, f, metricRequests)
+	snap, err := measure.ScrapeFamilies(ctx, f, measure.MetricRequests)
 	if err != nil {
 		return 0, last, false, fmt.Errorf("wait for a quiet control plane: %w", err)
 	}
@@ -159,7 +151,7 @@ func waitQuiet(ctx context.Context, f metrics.Fetcher, clock quietClock, timeout
 			return clock.Now().Sub(start), last, false, ctx.Err()
 		case <-clock.After(quietInterval):
 		}
-		snap, err := measure.ScrapeFamilies(ctx, f, metricRequests)
+		snap, err := measure.ScrapeFamilies(ctx, f, measure.MetricRequests)
 		if err != nil {
 			return clock.Now().Sub(start), last, false, fmt.Errorf("wait for a quiet control plane: %w", err)
 		}

@@ -17,7 +17,8 @@ import (
 
 // Binding counter: one POST to pods/binding per bound pod (gang-semantics §6.2).
 const (
-	metricRequests = "apiserver_request_total"
+	// MetricRequests is the apiserver's request counter, by verb, resource, subresource and code.
+	MetricRequests = "apiserver_request_total"
 	// SampleInterval is the width of the throughput samples (scheduler_perf samples once a second).
 	SampleInterval = time.Second
 )
@@ -43,7 +44,7 @@ type bindingRate struct {
 func newBindingRate(env *Env) Measurement { return &bindingRate{env: env} }
 
 func (m *bindingRate) Start(ctx context.Context) error {
-	s, err := scrape(ctx, m.env.Cluster.APIServerMetrics, metricRequests)
+	s, err := scrape(ctx, m.env.Cluster.APIServerMetrics, MetricRequests)
 	if err != nil {
 		return fmt.Errorf("bindingRate: apiserver metrics before the run: %w", err)
 	}
@@ -54,14 +55,14 @@ func (m *bindingRate) Start(ctx context.Context) error {
 }
 
 func (m *bindingRate) Gather(ctx context.Context) ([]results.DataItem, error) {
-	after, err := scrape(ctx, m.env.Cluster.APIServerMetrics, metricRequests)
+	after, err := scrape(ctx, m.env.Cluster.APIServerMetrics, MetricRequests)
 	if err != nil {
 		return nil, fmt.Errorf("bindingRate: apiserver metrics after the run: %w", err)
 	}
-	server, err := metrics.Delta(m.before, after, metricRequests, BindingSelector())
+	server, err := metrics.Delta(m.before, after, MetricRequests, BindingSelector())
 	if err != nil {
 		// No binding ever happened in this apiserver's life: the series does not exist yet.
-		if _, ok := after.Sum(metricRequests, nil); !ok {
+		if _, ok := after.Sum(MetricRequests, nil); !ok {
 			return nil, fmt.Errorf("bindingRate: %w", err)
 		}
 		server = 0
