@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,25 +30,44 @@ const monitorFailure = "STATUS MONOTONICITY VIOLATION"
 // against it: that suite must fail, with at least the assertions the mutant names. The mutants
 // report the version they were built from (v1.37.2), so this also proves the suites do not trust a
 // version string. The pristine build passing the same suites is TestConformance's part.
+//
+// The mutants run in parallel with each other and with the other red runs (see redRun), two at a
+// time by default (-test.parallel is GOMAXPROCS): each is its own process and cluster, a red run
+// spends most of its time in waits, and a contended machine can only make a wrong build fail
+// later, not pass. The pristine runs stay serial, before them.
 func TestProofMutants(t *testing.T) {
-	skipUnlessProof(t)
+	redRun(t)
 	ms, err := mutants.All(suites.SuiteNames())
 	if err != nil {
 		t.Fatal(err)
 	}
 	upstream := upstreamBinary(t)
 	var stock *k8sbin.Set
+	for _, m := range ms {
+		if m.Patch.Binary != k8sbin.SchedulerBinaryName && stock == nil {
+			// Built here, once, for the mutants that replace another component.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+			stock, err = k8sbin.Ensure(ctx, "", k8sbin.Options{})
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var mu sync.Mutex
 	caughtByUpstream := map[string][]string{}
-	defer func() {
+	t.Cleanup(func() {
 		// The comparison table of the closing notes: which mutants upstream's specs also catch.
+		// A cleanup, not a defer: the parallel subtests run after this function returns.
 		for _, m := range ms {
 			if m.Upstream {
 				t.Logf("upstream specs vs mutant %-26s (suite %s): failed %v", m.Name, m.Suite, caughtByUpstream[m.Name])
 			}
 		}
-	}()
+	})
 	for _, m := range ms {
 		t.Run(m.Name, func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 			defer cancel()
 			start := time.Now()
@@ -62,11 +82,6 @@ func TestProofMutants(t *testing.T) {
 				args = []string{"-scheduler-binary", bin}
 			default:
 				// Any other component: a bin dir of the stock binaries with the mutant in its place.
-				if stock == nil {
-					if stock, err = k8sbin.Ensure(ctx, "", k8sbin.Options{}); err != nil {
-						t.Fatal(err)
-					}
-				}
 				dir := t.TempDir()
 				for name, p := range map[string]string{k8sbin.APIServerBinary: stock.APIServer, k8sbin.ControllerManagerBinary: stock.ControllerManager, k8sbin.SchedulerBinaryName: stock.Scheduler} {
 					if name == m.Patch.Binary {
@@ -96,7 +111,9 @@ func TestProofMutants(t *testing.T) {
 			args = append(args, "-timeout-scale", "0.5")
 			runStart := time.Now()
 			err, out, failed := runSuiteBinary(t, re, args...)
+			mu.Lock()
 			caughtByUpstream[m.Name] = failed["TestUpstream"]
+			mu.Unlock()
 			t.Logf("mutant %s (%s): built in %s, suite %s and upstream's specs ran %s; failed assertions %v; monitor failure %v; upstream specs failed %v",
 				m.Name, m.Wrong, built.Round(time.Second), m.Suite, time.Since(runStart).Round(time.Second), failed[test], strings.Contains(out, monitorFailure), failed["TestUpstream"])
 			if m.Upstream && !strings.Contains(out, "--- PASS: TestUpstream") && !strings.Contains(out, "--- FAIL: TestUpstream") {

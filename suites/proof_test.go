@@ -46,6 +46,15 @@ func runSuiteBinary(t *testing.T, testRE string, args ...string) (error, string,
 	return err, out.String(), failed
 }
 
+// redRun marks a proof against a wrong build: skipped where proofs are, and parallel with the other
+// red runs. Only the red runs are parallel, so the pristine runs that must pass (TestConformanceKind,
+// TestProofUpstream) have the machine to themselves, before the red ones start.
+func redRun(t *testing.T) {
+	t.Helper()
+	skipUnlessProof(t)
+	t.Parallel()
+}
+
 func skipUnlessProof(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
@@ -66,7 +75,7 @@ func behaviouralRE() string { return "^(" + strings.Join(behavioural, "|") + ")$
 // (The validation suite checks the apiserver, not the scheduler; TestProofGangAPIOff covers its
 // failure mode: an apiserver that does not serve the API stops the run before any test.)
 func TestProofGangSchedulingOff(t *testing.T) {
-	skipUnlessProof(t)
+	redRun(t)
 	proveGangSchedulingOff(t)
 }
 
@@ -74,7 +83,7 @@ func TestProofGangSchedulingOff(t *testing.T) {
 // control-plane node, the lanes that need real kubelets use the workers, and the suites must fail
 // there as they do on local.
 func TestProofGangSchedulingOffKind(t *testing.T) {
-	skipUnlessProof(t)
+	redRun(t)
 	skipWithoutEngine(t)
 	// Half the timeouts: the wrong scheduler makes most steps wait out their deadlines (13 min at
 	// full scale here), and a failure that must show shows as well at half.
@@ -132,7 +141,7 @@ func skipWithoutEngine(t *testing.T) {
 // TestProofGangAPIOff starts a cluster whose apiserver does not serve scheduling.k8s.io/v1beta1: the
 // run must stop before any test with an error that names the missing runtime-config.
 func TestProofGangAPIOff(t *testing.T) {
-	skipUnlessProof(t)
+	redRun(t)
 	err, out, failed := runSuiteBinary(t, "^TestBarriers$", "-runtime-config", "scheduling.k8s.io/v1beta1=false")
 	if err == nil {
 		t.Fatalf("the run succeeded against an apiserver without the gang API:\n%s", tail(out, 40))
