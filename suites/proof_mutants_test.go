@@ -162,7 +162,7 @@ func TestProofUpstream(t *testing.T) {
 	bin := upstreamBinary(t)
 	err, out, failed := runSuiteBinary(t, "^TestUpstream$", "-upstream-binary", bin)
 	if err != nil || len(failed) > 0 {
-		t.Fatalf("upstream's specs on the pristine scheduler: %v, failed %v\n%s", err, failed, tail(out, 60))
+		t.Fatalf("upstream's specs on the pristine scheduler: %v, failed %v\n%s\n%s", err, failed, failures(out, 80), tail(out, 40))
 	}
 	if n := strings.Count(out, "--- PASS: TestUpstream/upstream_gang_specs/UPS-"); n < 7 {
 		t.Errorf("%d upstream specs passed, want the 7 gang specs of v1.37.2:\n%s", n, tail(out, 30))

@@ -122,7 +122,7 @@ func TestConformanceKind(t *testing.T) {
 	skipWithoutEngine(t)
 	err, out, failed := runSuiteBinary(t, "^Test(Experiments|Barriers|MinCount|Preemption|Status|Validation|Observability|Faults|Upstream)$", "-provider", "kind", "-upstream-binary", upstreamBinary(t))
 	if err != nil || len(failed) > 0 {
-		t.Errorf("the suites on kind: %v; failed assertions %v\n%s", err, failed, tail(out, 80))
+		t.Errorf("the suites on kind: %v; failed assertions %v\n%s\n%s", err, failed, failures(out, 120), tail(out, 40))
 	}
 	for _, test := range append(behavioural, "TestValidation", "TestUpstream") {
 		if !strings.Contains(out, "--- PASS: "+test+" ") {
@@ -163,6 +163,41 @@ func containsID(failed map[string][]string, id string) bool {
 		}
 	}
 	return false
+}
+
+// failures returns what `go test -v` printed under each failed test: the messages that say why,
+// which sit above the run's last lines and so are lost from a tail. A pristine run that must pass
+// reports these first, so a CI log shows the cause (the child's run directory is a temp dir).
+func failures(out string, maxLines int) string {
+	lines := strings.Split(out, "\n")
+	var b strings.Builder
+	n := 0
+	for i, l := range lines {
+		k := strings.Index(l, "--- FAIL: ")
+		if k < 0 || strings.TrimSpace(l[:k]) != "" {
+			continue
+		}
+		var body []string
+		for _, m := range lines[i+1:] {
+			ind := len(m) - len(strings.TrimLeft(m, " \t"))
+			if strings.TrimSpace(m) == "" || ind <= k || strings.HasPrefix(strings.TrimSpace(m), "--- ") || strings.HasPrefix(strings.TrimSpace(m), "=== ") {
+				break
+			}
+			body = append(body, m)
+		}
+		if len(body) == 0 {
+			continue // a parent whose failure is its children's
+		}
+		for _, m := range append([]string{l}, body...) {
+			if n == maxLines {
+				b.WriteString("…\n")
+				return b.String()
+			}
+			b.WriteString(m + "\n")
+			n++
+		}
+	}
+	return b.String()
 }
 
 func tail(s string, n int) string {
