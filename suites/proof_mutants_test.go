@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -43,15 +44,13 @@ func TestProofMutants(t *testing.T) {
 	}
 	upstream := upstreamBinary(t)
 	var stock *k8sbin.Set
-	for _, m := range ms {
-		if m.Patch.Binary != k8sbin.SchedulerBinaryName && stock == nil {
-			// Built here, once, for the mutants that replace another component.
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-			stock, err = k8sbin.Ensure(ctx, "", k8sbin.Options{})
-			cancel()
-			if err != nil {
-				t.Fatal(err)
-			}
+	if slices.ContainsFunc(ms, func(m mutants.Mutant) bool { return m.Patch.Binary != k8sbin.SchedulerBinaryName }) {
+		// Ensured here, once, before the parallel subtests, for the mutants that replace another component.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		stock, err = k8sbin.Ensure(ctx, "", k8sbin.Options{})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 	var mu sync.Mutex
