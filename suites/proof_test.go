@@ -179,8 +179,8 @@ func failures(out string, maxLines int) string {
 		}
 		var body []string
 		for _, m := range lines[i+1:] {
-			ind := len(m) - len(strings.TrimLeft(m, " \t"))
-			if strings.TrimSpace(m) == "" || ind <= k || strings.HasPrefix(strings.TrimSpace(m), "--- ") || strings.HasPrefix(strings.TrimSpace(m), "=== ") {
+			trimmed := strings.TrimLeft(m, " \t")
+			if trimmed == "" || len(m)-len(trimmed) <= k || strings.HasPrefix(trimmed, "--- ") || strings.HasPrefix(trimmed, "=== ") {
 				break
 			}
 			body = append(body, m)

@@ -242,7 +242,7 @@ func statusFeatures() []Feature {
 					writes.add("True/Scheduled after the PATCH", c, gen)
 					// The cycle writes the condition right after it hands its pods to their own
 					// asynchronous binding cycles (§3.4 step 6), so the True can be read before the
-					// binds are: on kind under TestConformanceKind's load it once was. Wait for them.
+					// binds are (the likely cause of one STA-05 failure on kind under load). Wait for them.
 					var o Outcome
 					Eventually(ctx, t, l.env.d(15*time.Second), "2 of the gang's 3 members bound after the True", func(ctx context.Context) (bool, string, error) {
 						var err error
