@@ -22,6 +22,7 @@ import (
 
 	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf"
+	"github.com/gangbench/gangbench/perf/loadgen"
 	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/suites"
 )
@@ -546,9 +547,13 @@ func perfPods(state, cluster string) func() (bool, string) {
 		if err != nil {
 			return false, err.Error()
 		}
-		// Twenty, not one: the first pod can be in the apiserver while its create call is still in
-		// flight, and an interrupt then rightly records no creation for it (seen once). With twenty
-		// stored, the creations that returned are on record; 600 pods keep the run going.
-		return len(pods.Items) >= 20, fmt.Sprintf("%d pods", len(pods.Items))
+		// A pod can be in the apiserver while its create call is still in flight, and an interrupt
+		// then rightly records no creation for it. Each of the load generator's workers has at most
+		// one call in flight (smoke's groups of 3 are created pod by pod), so with more pods stored than
+		// workers at least one call has returned
+		// and is on record (twenty were not enough under CI's load: all in flight). 600 pods keep
+		// the run going.
+		want := loadgen.DefaultWorkers + 20
+		return len(pods.Items) >= want, fmt.Sprintf("%d pods (want %d)", len(pods.Items), want)
 	}
 }
