@@ -549,10 +549,9 @@ func perfPods(state, cluster string) func() (bool, string) {
 		}
 		// A pod can be in the apiserver while its create call is still in flight, and an interrupt
 		// then rightly records no creation for it. Each of the load generator's workers has at most
-		// one call in flight (smoke's groups of 3 are created pod by pod), so with more pods stored than
-		// workers at least one call has returned
-		// and is on record (twenty were not enough under CI's load: all in flight). 600 pods keep
-		// the run going.
+		// one call in flight (smoke's groups of 3 are created pod by pod), so with more pods stored
+		// than workers at least one call has returned and is on record (twenty were not enough under
+		// CI's load: all in flight). 600 pods keep the run going.
 		want := loadgen.DefaultWorkers + 20
 		return len(pods.Items) >= want, fmt.Sprintf("%d pods (want %d)", len(pods.Items), want)
 	}
