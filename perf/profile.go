@@ -17,7 +17,9 @@ const (
 	// manager's node-monitor-grace-period raised to match so no node goes NotReady, only the
 	// controllers a run needs, new nodes not tainted not-ready by the apiserver (they are created
 	// Ready), and bound pods left as their binding leaves them (PodScheduled=True, phase Pending,
-	// as in scheduler_perf) instead of a status write per pod to make it Running.
+	// as in scheduler_perf) instead of a status write per pod to make it Running. On the local
+	// provider also: no ServiceAccount admission and a node health pass once a minute
+	// (QuietDisabledAdmission, QuietNodeMonitorPeriod).
 	ProfileQuiet = "quiet"
 	// ProfileRealistic keeps a kubelet's heartbeat (40 s leases renewed every 10 s), every
 	// controller and pods made Running and Ready once bound, for users who want the scheduler
@@ -60,6 +62,29 @@ func QuietControllers(provider string) []string {
 	return cs
 }
 
+// QuietDisabledAdmission is the apiserver's --disable-admission-plugins in the quiet profile on a
+// provider. Everywhere, as scheduler_perf's apiserver (util.go): TaintNodesByCondition, so a node is
+// not tainted not-ready at creation; simulated nodes are created Ready, and removing 5000 taints
+// again is 5000 node writes by the controller-manager before the cluster can schedule. On the local
+// provider also ServiceAccount, as scheduler_perf: no pod there runs a container that could use a
+// token, and the plugin makes every pod larger (a projected token volume and its mount) for the
+// apiserver and etcd to store, encode and send to each watcher. A kind cluster keeps it: its
+// device plugin, CNI and kube-proxy pods talk to the apiserver with their tokens.
+func QuietDisabledAdmission(provider string) string {
+	if provider == kind.ProviderName {
+		return "TaintNodesByCondition"
+	}
+	return "TaintNodesByCondition,ServiceAccount"
+}
+
+// QuietNodeMonitorPeriod is the controller-manager's --node-monitor-period in the quiet profile on
+// the local provider (default 5 s). Every period the node lifecycle controller walks all nodes and
+// their leases; at 5000 nodes that was a third of the controller-manager's CPU in a measured window.
+// With leases renewed a quarter of QuietLeaseSeconds apart and a grace period of an hour, a pass a
+// minute loses nothing. Not on kind: a joining worker is NotReady for a moment, and a pass that sees
+// it so taints it NoExecute until the next pass sees it Ready, which would then be a minute later.
+const QuietNodeMonitorPeriod = "1m"
+
 // ApplyProfile sets a cluster spec for a profile on a provider ("local", "kind"). Flags the user
 // gave (spec.ExtraArgs) win.
 func ApplyProfile(spec *clusters.Spec, profile, provider string) error {
@@ -79,12 +104,13 @@ func ApplyProfile(spec *clusters.Spec, profile, provider string) error {
 	} else {
 		spec.ExtraArgs = maps.Clone(spec.ExtraArgs)
 	}
+	kcm := map[string]string{"controllers": strings.Join(QuietControllers(provider), ",")}
+	if provider != kind.ProviderName {
+		kcm["node-monitor-period"] = QuietNodeMonitorPeriod
+	}
 	for c, args := range map[clusters.Component]map[string]string{
-		clusters.ControllerManager: {"controllers": strings.Join(QuietControllers(provider), ",")},
-		// As scheduler_perf's apiserver (util.go, --disable-admission-plugins): a node is not
-		// tainted not-ready at creation. Simulated nodes are created Ready, and removing 5000 taints
-		// again is 5000 node writes by the controller-manager before the cluster can schedule.
-		clusters.APIServer: {"disable-admission-plugins": "TaintNodesByCondition"},
+		clusters.ControllerManager: kcm,
+		clusters.APIServer:         {"disable-admission-plugins": QuietDisabledAdmission(provider)},
 	} {
 		maps.Copy(args, spec.ExtraArgs[c])
 		spec.ExtraArgs[c] = args

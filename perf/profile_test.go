@@ -18,8 +18,8 @@ func TestApplyProfile(t *testing.T) {
 	if quiet.NodeLeaseSeconds != QuietLeaseSeconds || !quiet.PodsStayPending || !strings.Contains(kcm["controllers"], "namespace-controller") || !strings.Contains(kcm["controllers"], "podgroup-protection-controller") {
 		t.Errorf("quiet: lease %d, controller-manager flags %v", quiet.NodeLeaseSeconds, kcm)
 	}
-	if quiet.ExtraArgs[clusters.APIServer]["disable-admission-plugins"] != "TaintNodesByCondition" {
-		t.Errorf("quiet: apiserver flags %v", quiet.ExtraArgs[clusters.APIServer])
+	if quiet.ExtraArgs[clusters.APIServer]["disable-admission-plugins"] != "TaintNodesByCondition,ServiceAccount" || kcm["node-monitor-period"] != QuietNodeMonitorPeriod {
+		t.Errorf("quiet on local: apiserver flags %v, controller-manager flags %v", quiet.ExtraArgs[clusters.APIServer], kcm)
 	}
 	local := strings.Split(kcm["controllers"], ",")
 	if slices.ContainsFunc(local, func(c string) bool {
@@ -37,6 +37,13 @@ func TestApplyProfile(t *testing.T) {
 		if !strings.Contains(onKind.ExtraArgs[clusters.ControllerManager]["controllers"], c) {
 			t.Errorf("quiet on kind lacks %s: %s", c, onKind.ExtraArgs[clusters.ControllerManager]["controllers"])
 		}
+	}
+	// kind keeps service account tokens (its system pods use them) and the default health pass.
+	if got := onKind.ExtraArgs[clusters.APIServer]["disable-admission-plugins"]; got != "TaintNodesByCondition" {
+		t.Errorf("quiet on kind disables admission plugins %q", got)
+	}
+	if got, ok := onKind.ExtraArgs[clusters.ControllerManager]["node-monitor-period"]; ok {
+		t.Errorf("quiet on kind sets node-monitor-period %q", got)
 	}
 	// A flag the user gave wins, and the caller's map is not changed.
 	user := map[clusters.Component]map[string]string{clusters.ControllerManager: {"controllers": "*"}}
