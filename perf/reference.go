@@ -105,25 +105,32 @@ func RunReference(ctx context.Context, o ReferenceOptions) (*ReferenceResult, er
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var tail tailWriter
-	out := io.Writer(&tail)
+	start := time.Now()
+	groups := &groupLog{year: start.Year()}
+	out := io.Writer(io.MultiWriter(&tail, groups))
 	if o.Log != nil {
-		out = io.MultiWriter(o.Log, &tail)
+		out = io.MultiWriter(o.Log, &tail, groups)
 	}
 	cmd.Stdout, cmd.Stderr = out, out
-	start := time.Now()
-	err = cmd.Run()
+	finishCPU := func(*ReferenceResult) {}
+	if err = cmd.Start(); err == nil {
+		finishCPU = measureReferenceCPU(ctx, cmd.Process.Pid, groups)
+		err = cmd.Wait()
+	}
 	// etcd is the benchmark's child: whatever ended the benchmark, nothing of the group may stay.
 	if cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 	wall := time.Since(start)
 	if err != nil {
+		finishCPU(nil)
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
 		return nil, fmt.Errorf("scheduler_perf %s: %w\n--- last lines ---\n%s", o.Reference.Benchmark(), err, tail.String())
 	}
 	res, err := readReferenceItems(items)
+	finishCPU(res)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler_perf %s: %w\n--- last lines ---\n%s", o.Reference.Benchmark(), err, tail.String())
 	}

@@ -2,7 +2,6 @@ package perf
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/gangbench/gangbench/perf/measure"
 	"github.com/gangbench/gangbench/results"
@@ -18,7 +17,8 @@ const (
 )
 
 // ItemReferenceRatio is gangbench's figure over scheduler_perf's for one scenario (label scenario):
-// BindingRate (higher is better, target ≥ 0.8) and AttemptDuration (lower is better, ≤ 1.25).
+// BindingRate (higher is better, target ≥ 0.8), AttemptDuration (lower is better, ≤ 1.25) and
+// CPUPerPod (all CPU spent per pod bound; no target: it says where the binding-rate gap comes from).
 const ItemReferenceRatio = "referenceRatio"
 
 // seconds converts a scheduler_perf histogram figure to seconds: it reports them in ms.
@@ -46,6 +46,9 @@ func ReferenceLine(scenario string, r *ReferenceResult) string {
 			s += fmt.Sprintf(", %s avg %.1f ms", m.name, 1000*seconds(v, r.Items[m.metric].Unit))
 		}
 	}
+	if v, ok := r.Figure(RefCPUPerPod, "Average"); ok {
+		s += fmt.Sprintf(", CPU %.1f ms per pod bound (%.2f cores)", v, r.Items[RefCPUPerPod].Data["Cores"])
+	}
 	return s
 }
 
@@ -60,14 +63,7 @@ func runMedian(run *results.Run, scenario, item, bucket string) (float64, int) {
 			vs = append(vs, v)
 		}
 	}
-	if len(vs) == 0 {
-		return 0, 0
-	}
-	slices.Sort(vs)
-	if len(vs)%2 == 1 {
-		return vs[len(vs)/2], len(vs)
-	}
-	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2, len(vs)
+	return median(vs), len(vs)
 }
 
 // ReferenceRatios compares a run's figures of one scenario with its reference run: the data items
@@ -99,6 +95,12 @@ func ReferenceRatios(run *results.Run, scenario string, r *ReferenceResult) (res
 			ratio := gb / ref
 			item.Data["AttemptDuration"] = ratio
 			lines = append(lines, fmt.Sprintf("podgroup attempt: gangbench %.1f ms (median of %d), scheduler_perf %.1f ms: %.2f× (target ≤ %.2f×, %s)", 1000*gb, n, 1000*ref, ratio, TargetAttemptRatio, verdict(ratio <= TargetAttemptRatio)))
+		}
+	}
+	if ref, ok := r.Items[RefCPUPerPod]; ok && ref.Data["Average"] > 0 {
+		if all, per, cores, n := runCPUPerPod(run, scenario); n > 0 {
+			item.Data["CPUPerPod"] = all / ref.Data["Average"]
+			lines = append(lines, cpuPerPodLine(all, per, cores, n, ref))
 		}
 	}
 	if len(lines) == 0 {
@@ -134,6 +136,9 @@ func ReferenceSection(r *results.Run) []string {
 		}
 		if v, ok := d.Data["AttemptDuration"]; ok {
 			s += fmt.Sprintf(", podgroup attempt %.2f× (target ≤ %.2f×)", v, TargetAttemptRatio)
+		}
+		if v, ok := d.Data["CPUPerPod"]; ok {
+			s += fmt.Sprintf(", CPU per pod bound %.2f×", v)
 		}
 		for _, ref := range r.DataItems {
 			if ref.Name == ItemReference && ref.Labels["scenario"] == sc && ref.Labels["metric"] == RefThroughput {
