@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -192,13 +193,57 @@ func (t *tailWriter) Write(p []byte) (int, error) {
 
 func (t *tailWriter) String() string { return strings.Join(t.lines, "\n") }
 
-// ReferenceItems renders a reference run as run.json data items, labelled with the scenario.
-func ReferenceItems(sc string, r *ReferenceResult) []results.DataItem {
+// ReferenceItems renders a reference run as run.json data items, labelled with the scenario and,
+// when not empty, with when it ran ("before" or "after" the gangbench run: label run).
+func ReferenceItems(sc, when string, r *ReferenceResult) []results.DataItem {
 	var out []results.DataItem
 	for _, m := range slices.Sorted(maps.Keys(r.Items)) {
 		it := r.Items[m]
-		out = append(out, results.DataItem{Name: ItemReference, Unit: it.Unit,
-			Labels: map[string]string{"scenario": sc, "metric": m, "workload": r.Benchmark}, Data: it.Data})
+		l := map[string]string{"scenario": sc, "metric": m, "workload": r.Benchmark}
+		if when != "" {
+			l["run"] = when
+		}
+		out = append(out, results.DataItem{Name: ItemReference, Unit: it.Unit, Labels: l, Data: it.Data})
 	}
 	return out
+}
+
+// BracketReference is the reference for a gangbench run from scheduler_perf's runs right before and
+// right after it: every figure the two share is their mean, so a machine that slowed down or sped
+// up during the hour weighs on both sides alike. drift is how far the two runs' SchedulingThroughput
+// averages lie apart, relative to their mean (0.1: 10 %). Either run may be nil; with one, it is the
+// reference and drift is 0.
+func BracketReference(before, after *ReferenceResult) (ref *ReferenceResult, drift float64) {
+	switch {
+	case before == nil:
+		return after, 0
+	case after == nil:
+		return before, 0
+	}
+	ref = &ReferenceResult{Benchmark: before.Benchmark, Wall: before.Wall + after.Wall, Items: map[string]results.DataItem{}}
+	for m, b := range before.Items {
+		a, ok := after.Items[m]
+		if !ok {
+			ref.Items[m] = b
+			continue
+		}
+		mean := results.DataItem{Unit: b.Unit, Labels: b.Labels, Data: map[string]float64{}}
+		for k, v := range b.Data {
+			if w, ok := a.Data[k]; ok {
+				mean.Data[k] = (v + w) / 2
+			}
+		}
+		ref.Items[m] = mean
+	}
+	for m, a := range after.Items {
+		if _, ok := ref.Items[m]; !ok {
+			ref.Items[m] = a
+		}
+	}
+	b, okb := before.Figure(RefThroughput, "Average")
+	a, oka := after.Figure(RefThroughput, "Average")
+	if okb && oka && a+b > 0 {
+		drift = math.Abs(a-b) / ((a + b) / 2)
+	}
+	return ref, drift
 }

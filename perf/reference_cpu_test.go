@@ -137,7 +137,7 @@ func TestRunCPUPerPod(t *testing.T) {
 	r := &ReferenceResult{Benchmark: "b", Items: map[string]results.DataItem{
 		RefCPUPerPod: {Unit: "ms", Data: map[string]float64{"Average": 10, "Cores": 1.8}},
 	}}
-	item, lines := ReferenceRatios(run, "s", r)
+	item, lines := ReferenceRatios(run, "s", r, 0)
 	if !near(item.Data["CPUPerPod"], 1.25) {
 		t.Errorf("ratio %v", item.Data)
 	}

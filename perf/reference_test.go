@@ -55,7 +55,7 @@ func TestReadReferenceItems(t *testing.T) {
 		{Name: measure.ItemBindingRate, Labels: lab("2"), Data: map[string]float64{"Average": 100, "SinceFirstBind": 200}},
 		{Name: "podGroupAttemptDuration", Unit: "s", Labels: lab("1"), Data: map[string]float64{"Average": 0.033}},
 	}}
-	item, lines := ReferenceRatios(run, "upstream-1000gangs-3pods", r)
+	item, lines := ReferenceRatios(run, "upstream-1000gangs-3pods", r, 0)
 	if !near(item.Data["BindingRate"], 95/226.4) || !near(item.Data["AttemptDuration"], 0.033/0.0138) || !near(item.Data["BindingRateSinceFirstBind"], 195/226.4) {
 		t.Errorf("ratios %v", item.Data)
 	}
@@ -67,3 +67,59 @@ func TestReadReferenceItems(t *testing.T) {
 }
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+func TestBracketReference(t *testing.T) {
+	ref := func(tput, attempt float64) *ReferenceResult {
+		return &ReferenceResult{Benchmark: "b", Items: map[string]results.DataItem{
+			RefThroughput: {Unit: "pods/s", Data: map[string]float64{"Average": tput, "Perc50": tput + 10}},
+			RefAttempt:    {Unit: "ms", Data: map[string]float64{"Average": attempt}},
+		}}
+	}
+	before, after := ref(100, 10), ref(120, 14)
+	// Only the run after has the CPU figure: it stands alone.
+	after.Items[RefCPUPerPod] = results.DataItem{Unit: "ms", Data: map[string]float64{"Average": 9}}
+	mean, drift := BracketReference(before, after)
+	if v, _ := mean.Figure(RefThroughput, "Average"); v != 110 {
+		t.Errorf("throughput %v, want the mean 110", v)
+	}
+	if v, _ := mean.Figure(RefThroughput, "Perc50"); v != 120 {
+		t.Errorf("p50 %v", v)
+	}
+	if v, _ := mean.Figure(RefAttempt, "Average"); v != 12 {
+		t.Errorf("attempt %v", v)
+	}
+	if v, _ := mean.Figure(RefCPUPerPod, "Average"); v != 9 {
+		t.Errorf("cpu %v", v)
+	}
+	if !near(drift, 20.0/110) {
+		t.Errorf("drift %v", drift)
+	}
+	if v, _ := before.Figure(RefThroughput, "Average"); v != 100 {
+		t.Error("the runs themselves must not change")
+	}
+	if r, d := BracketReference(nil, after); r != after || d != 0 {
+		t.Error("one run is the reference")
+	}
+
+	// The run records both reference runs; its report names the mean, both runs and the drift.
+	run := &results.Run{DataItems: []results.DataItem{
+		{Name: measure.ItemBindingRate, Labels: map[string]string{"scenario": "s", "repetition": "1"}, Data: map[string]float64{"Average": 88}},
+	}}
+	run.DataItems = append(run.DataItems, ReferenceItems("s", "before", before)...)
+	run.DataItems = append(run.DataItems, ReferenceItems("s", "after", after)...)
+	item, _ := ReferenceRatios(run, "s", mean, drift)
+	if !near(item.Data["BindingRate"], 0.8) || !near(item.Data["ReferenceDrift"], 20.0/110) {
+		t.Errorf("ratio %v", item.Data)
+	}
+	run.DataItems = append(run.DataItems, item)
+	sec := ReferenceSection(run)
+	if want := "binding rate 0.80× (target ≥ 0.80×)"; len(sec) != 1 || !strings.Contains(sec[0], want) ||
+		!strings.Contains(sec[0], "SchedulingThroughput avg 110.0 pods/s (mean of 100.0 right before and 120.0 right after the run: the machine drifted 18 % between them)") {
+		t.Errorf("section %q", sec)
+	}
+	for _, it := range run.DataItems {
+		if it.Name == ItemReference && it.Labels["run"] != "before" && it.Labels["run"] != "after" {
+			t.Errorf("reference item without its run: %+v", it)
+		}
+	}
+}

@@ -67,10 +67,14 @@ func runMedian(run *results.Run, scenario, item, bucket string) (float64, int) {
 }
 
 // ReferenceRatios compares a run's figures of one scenario with its reference run: the data items
-// for run.json and a line each for people.
-func ReferenceRatios(run *results.Run, scenario string, r *ReferenceResult) (results.DataItem, []string) {
+// for run.json and a line each for people. drift is BracketReference's (0 for a single reference
+// run); it is recorded as ReferenceDrift.
+func ReferenceRatios(run *results.Run, scenario string, r *ReferenceResult, drift float64) (results.DataItem, []string) {
 	item := results.DataItem{Name: ItemReferenceRatio, Unit: "×", Labels: map[string]string{"scenario": scenario, "workload": r.Benchmark}, Data: map[string]float64{}}
 	var lines []string
+	if drift > 0 {
+		item.Data["ReferenceDrift"] = drift
+	}
 	verdict := func(ok bool) string {
 		if ok {
 			return "target met"
@@ -114,7 +118,7 @@ func RatioLines(run *results.Run, scenario string, r *ReferenceResult) []string 
 	if r == nil {
 		return nil
 	}
-	_, lines := ReferenceRatios(run, scenario, r)
+	_, lines := ReferenceRatios(run, scenario, r, 0)
 	return lines
 }
 
@@ -140,10 +144,19 @@ func ReferenceSection(r *results.Run) []string {
 		if v, ok := d.Data["CPUPerPod"]; ok {
 			s += fmt.Sprintf(", CPU per pod bound %.2f×", v)
 		}
+		var tput []float64
 		for _, ref := range r.DataItems {
 			if ref.Name == ItemReference && ref.Labels["scenario"] == sc && ref.Labels["metric"] == RefThroughput {
-				s += fmt.Sprintf("; scheduler_perf SchedulingThroughput avg %.1f pods/s", ref.Data["Average"])
+				tput = append(tput, ref.Data["Average"])
 			}
+		}
+		switch len(tput) {
+		case 0:
+		case 2:
+			s += fmt.Sprintf("; scheduler_perf SchedulingThroughput avg %.1f pods/s (mean of %.1f right before and %.1f right after the run: the machine drifted %.0f %% between them)",
+				(tput[0]+tput[1])/2, tput[0], tput[1], 100*d.Data["ReferenceDrift"])
+		default:
+			s += fmt.Sprintf("; scheduler_perf SchedulingThroughput avg %.1f pods/s", tput[0])
 		}
 		out = append(out, s)
 	}

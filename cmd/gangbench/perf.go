@@ -120,7 +120,7 @@ Results are written in every case.`,
 	fs.DurationVar(&f.deadline, "deadline", 60*time.Minute, "the whole run's deadline")
 	fs.StringArrayVar(&f.faults, "fault", nil, "inject a fault into each repetition (repeatable): "+perf.FaultForms)
 	fs.StringVar(&f.profile, "profile", perf.ProfileQuiet, "load beside the scheduler: quiet (node leases renewed every 15 min, only the controllers a run needs, bound pods left Pending as in scheduler_perf) or realistic (kubelet-like 10 s lease renewal, every controller, bound pods made Running); ignored with --kubeconfig")
-	fs.BoolVar(&f.reference, "reference", false, "after the run, run the upstream scheduler_perf workload each scenario names (reference.schedulerPerf) in-process and report gangbench's figures as ratios of it")
+	fs.BoolVar(&f.reference, "reference", false, "run the upstream scheduler_perf workload each scenario names (reference.schedulerPerf) in-process right before and right after the run, and report gangbench's figures as ratios of their mean")
 	return cmd
 }
 
@@ -238,15 +238,22 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 	for _, sk := range skipped {
 		fmt.Fprintf(stderr, "skipping %s: it does not fit this cluster: %s\n", sk.Name, sk.Reason)
 	}
+	var refs *referenceRuns
+	if f.reference {
+		// Before the run, while no cluster runs; the second reference follows the run.
+		if refs, err = newReferenceRuns(ctx, runDir, scs, f, stderr); err != nil {
+			return codedError{err, exitError}
+		}
+	}
 	run, runErr := perf.Run(ctx, perf.Options{
 		Scenarios: scs, Objectives: objectives, Source: source, RunDir: runDir, ID: id, Started: started,
 		SchedulerBinary: f.cluster.schedulerBin, Workers: f.workers, LoadQPS: f.loadQPS, LoadBurst: int(f.loadQPS),
 		PartialGrace: f.grace, QuietWait: quietWait(f.quietWait), Faults: faults, Progress: progress, Log: log, Skipped: skipped, Profile: profile,
 	})
 	progress.Wait()
-	if f.reference && runErr == nil {
+	if refs != nil && runErr == nil {
 		// After the run: its cluster is gone, so the reference has the machine to itself.
-		if err := addReferences(ctx, run, runDir, scs, f, stderr); err != nil {
+		if err := refs.finish(ctx, run); err != nil {
 			runErr = err
 		}
 	}
@@ -267,37 +274,80 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 	return nil
 }
 
-// addReferences runs the reference workloads of the run's scenarios and records them, and the
-// ratios, in the run (run.json is written again).
-func addReferences(ctx context.Context, run *results.Run, runDir string, scs []*scenario.Scenario, f *perfRunFlags, stderr io.Writer) error {
-	var with []*scenario.Scenario
+// referenceRuns brackets a perf run with scheduler_perf's: one reference run of each scenario's
+// upstream workload right before the run, one right after, and the ratios against their mean. A
+// single reference run after an hour's measurement can land on a machine that has since sped up
+// or slowed down by 10 % or more (seen here); the mean of the two carries the same drift as the run
+// between them, and the drift itself is reported.
+type referenceRuns struct {
+	runDir string
+	scs    []*scenario.Scenario // the run's scenarios that name an upstream workload
+	none   []string             // those that name none
+	f      *perfRunFlags
+	stderr io.Writer
+	before map[string]*perf.ReferenceResult
+}
+
+// newReferenceRuns runs the references before the run. Scenarios without an upstream workload are
+// left out (the run notes them at the end).
+func newReferenceRuns(ctx context.Context, runDir string, scs []*scenario.Scenario, f *perfRunFlags, stderr io.Writer) (*referenceRuns, error) {
+	r := &referenceRuns{runDir: runDir, f: f, stderr: stderr}
 	for _, sc := range scs {
 		if sc.Reference != nil {
-			with = append(with, sc)
+			r.scs = append(r.scs, sc)
 		} else {
-			run.Notes = append(run.Notes, "reference: scenario "+sc.Name+" names no scheduler_perf workload")
+			r.none = append(r.none, sc.Name)
 		}
 	}
-	if len(with) == 0 {
+	if len(r.scs) == 0 {
+		return r, nil
+	}
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return nil, err
+	}
+	before, err := r.runAll(ctx, "before")
+	if err != nil {
+		return nil, err
+	}
+	r.before = before
+	return r, nil
+}
+
+func (r *referenceRuns) runAll(ctx context.Context, when string) (map[string]*perf.ReferenceResult, error) {
+	log, err := os.Create(filepath.Join(r.runDir, "reference-"+when+".log"))
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	fmt.Fprintf(r.stderr, "reference: scheduler_perf %s the run\n", when)
+	refs, err := runReferences(ctx, r.scs, r.f.cluster.k8sVersion, k8sbin.Options{CacheDir: r.f.cluster.cacheDir, Progress: r.stderr}, log, r.stderr)
+	if err != nil {
+		return nil, fmt.Errorf("reference (%s the run): %w", when, err)
+	}
+	return refs, nil
+}
+
+// finish runs the references after the run and records both, and the ratios, in the run (run.json
+// is written again).
+func (r *referenceRuns) finish(ctx context.Context, run *results.Run) error {
+	for _, sc := range r.none {
+		run.Notes = append(run.Notes, "reference: scenario "+sc+" names no scheduler_perf workload")
+	}
+	if len(r.scs) == 0 {
 		return nil
 	}
-	log, err := os.Create(filepath.Join(runDir, "reference.log"))
+	after, err := r.runAll(ctx, "after")
 	if err != nil {
 		return err
 	}
-	defer log.Close()
-	version := f.cluster.k8sVersion
-	refs, err := runReferences(ctx, with, version, k8sbin.Options{CacheDir: f.cluster.cacheDir, Progress: stderr}, log, stderr)
-	if err != nil {
-		return fmt.Errorf("reference: %w", err)
-	}
-	for _, sc := range with {
-		r := refs[sc.Name]
-		run.DataItems = append(run.DataItems, perf.ReferenceItems(sc.Name, r)...)
-		ratio, _ := perf.ReferenceRatios(run, sc.Name, r)
+	for _, sc := range r.scs {
+		run.DataItems = append(run.DataItems, perf.ReferenceItems(sc.Name, "before", r.before[sc.Name])...)
+		run.DataItems = append(run.DataItems, perf.ReferenceItems(sc.Name, "after", after[sc.Name])...)
+		mean, drift := perf.BracketReference(r.before[sc.Name], after[sc.Name])
+		ratio, _ := perf.ReferenceRatios(run, sc.Name, mean, drift)
 		run.DataItems = append(run.DataItems, ratio)
 	}
-	return results.Write(runDir, run)
+	return results.Write(r.runDir, run)
 }
 
 func scenarioNames(scs []*scenario.Scenario) string {

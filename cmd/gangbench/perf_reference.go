@@ -33,9 +33,10 @@ func newPerfReferenceCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command
 		Long: `Build upstream scheduler_perf's test binary for the Kubernetes version (cached by version and
 package) and run the workload each scenario names under reference.schedulerPerf, on this machine:
 scheduler, apiserver and etcd in one process, nodes that are API objects only. It prints
-scheduler_perf's SchedulingThroughput and the podgroup attempt and algorithm durations; with
---against RUN_DIR, gangbench's figures of the same scenarios in that run and the ratios.
-'perf run --reference' does both in one go, right after its own measurement.`,
+scheduler_perf's SchedulingThroughput, the podgroup attempt and algorithm durations, and the CPU its
+process tree spent per pod bound; with --against RUN_DIR, gangbench's figures of the same scenarios
+in that run and the ratios. 'perf run --reference' does both in one go, with a reference run right
+before and right after its own measurement.`,
 		Example: `  gangbench perf reference --scenario upstream-1000gangs-3pods
   gangbench perf reference --scenario upstream-3gangs-1000pods --against _output/runs/<id>`,
 		Args: cobra.NoArgs,
