@@ -145,7 +145,7 @@ func TestRunCPUPerPod(t *testing.T) {
 		t.Errorf("lines %q, want %q…1.25×", lines, want)
 	}
 	run.DataItems = append(run.DataItems, item)
-	if sec := ReferenceSection(run); len(sec) != 1 || !strings.Contains(sec[0], "CPU per pod bound 1.25×") {
+	if sec := ReferenceSection(run); len(sec) != 1 || !strings.Contains(sec[0], "CPU per pod bound 1.25× (12.5 ms against 10.0)") {
 		t.Errorf("section %q", sec)
 	}
 }

@@ -18,7 +18,8 @@ const (
 
 // ItemReferenceRatio is gangbench's figure over scheduler_perf's for one scenario (label scenario):
 // BindingRate (higher is better, target ≥ 0.8), AttemptDuration (lower is better, ≤ 1.25) and
-// CPUPerPod (all CPU spent per pod bound; no target: it says where the binding-rate gap comes from).
+// CPUPerPod (all CPU spent per pod bound; no target: it says where the binding-rate gap comes from,
+// with both sides' figures in CPUPerPodMs and ReferenceCPUPerPodMs).
 const ItemReferenceRatio = "referenceRatio"
 
 // seconds converts a scheduler_perf histogram figure to seconds: it reports them in ms.
@@ -104,6 +105,7 @@ func ReferenceRatios(run *results.Run, scenario string, r *ReferenceResult, drif
 	if ref, ok := r.Items[RefCPUPerPod]; ok && ref.Data["Average"] > 0 {
 		if all, per, cores, n := runCPUPerPod(run, scenario); n > 0 {
 			item.Data["CPUPerPod"] = all / ref.Data["Average"]
+			item.Data["CPUPerPodMs"], item.Data["ReferenceCPUPerPodMs"] = all, ref.Data["Average"]
 			lines = append(lines, cpuPerPodLine(all, per, cores, n, ref))
 		}
 	}
@@ -142,7 +144,7 @@ func ReferenceSection(r *results.Run) []string {
 			s += fmt.Sprintf(", podgroup attempt %.2f× (target ≤ %.2f×)", v, TargetAttemptRatio)
 		}
 		if v, ok := d.Data["CPUPerPod"]; ok {
-			s += fmt.Sprintf(", CPU per pod bound %.2f×", v)
+			s += fmt.Sprintf(", CPU per pod bound %.2f× (%.1f ms against %.1f)", v, d.Data["CPUPerPodMs"], d.Data["ReferenceCPUPerPodMs"])
 		}
 		var tput []float64
 		for _, ref := range r.DataItems {
