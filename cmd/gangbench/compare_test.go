@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,20 +107,48 @@ func TestIntegrationCompareBrokenScheduler(t *testing.T) {
 	}
 }
 
-// TestIntegrationCompareSelf compares v1.37.2 with itself with compare's default perf settings (smoke,
-// 6 interleaved repetitions a side, alpha 0.05, gate judged after Holm's correction): the regression
-// flag must stay down (exit 0 with --fail-on-regression) and no gate metric may be called faster or
-// slower. The flag's false-alarm rate is at most alpha, so this fails about once in twenty runs of a
-// correct harness at worst; an uncorrected gate of five testable metrics raised it far more often.
+// TestIntegrationCompareSelf compares the stock scheduler with itself, with compare's defaults: no
+// gate metric may move. The gate bounds its false alarms at α = 5 % per comparison (Holm across the
+// gate metrics), so a correct harness still flags one comparison in twenty or so (seen in make test on
+// 2026-12-03: binding rate "faster" 1.068×, Holm 0.045, with both sides the same binaries). A second,
+// independent comparison runs only when the first flags, and the test fails only when both do: by
+// chance that is at most α² (0.25 %), while a systematic difference between the sides (what this test
+// guards against, such as the order effect pairOrder removes) flags both.
 func TestIntegrationCompareSelf(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real clusters; skipped with -short")
 	}
+	var first []string
+	for attempt := 1; attempt <= 2; attempt++ {
+		flags := compareSelf(t)
+		if len(flags) == 0 {
+			if attempt > 1 {
+				t.Logf("the second comparison flagged nothing; the first one's %q was a false alarm within α", first)
+			}
+			return
+		}
+		if attempt == 1 {
+			first = flags
+			t.Logf("the first comparison flagged %q; comparing again (a false alarm is within α once, not twice)", flags)
+			continue
+		}
+		t.Errorf("both self-comparisons flagged gate metrics:\n  first: %s\n  second: %s", strings.Join(first, "; "), strings.Join(flags, "; "))
+	}
+}
+
+// compareSelf runs one self-comparison and returns what it flagged: gate metrics reported faster or
+// slower, and a regression exit. Any other failure ends the test.
+func compareSelf(t *testing.T) []string {
+	t.Helper()
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	code := run([]string{"compare", "--no-conformance", "--fail-on-regression", "--run-dir", dir}, &out, &errb)
 	t.Logf("stdout:\n%s", out.String())
+	if code != 0 && code != exitRegression {
+		t.Fatalf("exit %d, want 0 (no regression)\nstderr:\n%s", code, errb.String())
+	}
 	rep := readCompare(t, dir)
+	var flags []string
 	gated := 0
 	for _, m := range rep.Metrics {
 		if !m.Gated {
@@ -127,15 +156,16 @@ func TestIntegrationCompareSelf(t *testing.T) {
 		}
 		gated++
 		if m.Verdict == compare.Faster || m.Verdict == compare.Slower {
-			t.Errorf("self-comparison reports %s %s (ratio %.3f, p %.4f, Holm %.4f)", m.Metric, m.Verdict, m.Ratio, m.PValue, m.PAdjusted)
+			flags = append(flags, fmt.Sprintf("%s %s (ratio %.3f, p %.4f, Holm %.4f)", m.Metric, m.Verdict, m.Ratio, m.PValue, m.PAdjusted))
 		}
 	}
 	if gated == 0 {
-		t.Errorf("no gate metric in the comparison: %+v", rep.Metrics)
+		t.Fatalf("no gate metric in the comparison: %+v", rep.Metrics)
 	}
-	if code != 0 {
-		t.Fatalf("exit %d, want 0 (no regression)\nstderr:\n%s", code, errb.String())
+	if code == exitRegression {
+		flags = append(flags, "exit 3 (regression)")
 	}
+	return flags
 }
 
 // TestIntegrationCompareAcrossMinorVersions compares a whole v1.36 control plane (gang API
