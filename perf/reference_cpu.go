@@ -47,6 +47,7 @@ type treeCPU struct {
 	pid     int
 	mu      sync.Mutex
 	last    map[int]procstat.Usage
+	reused  time.Duration // CPU of processes whose pid another process has taken since
 	samples []cpuSample
 	stop    chan struct{}
 	done    chan struct{}
@@ -83,12 +84,11 @@ func (t *treeCPU) sample() {
 			continue
 		}
 		if prev, ok := t.last[pid]; ok && prev.Start != u.Start {
-			// The pid was reused by another process: keep the old one's total under a key of its own.
-			t.last[-len(t.last)-1] = prev
+			t.reused += prev.CPU // another process has the pid now; the old one's CPU still counts
 		}
 		t.last[pid] = u
 	}
-	var total time.Duration
+	total := t.reused
 	for _, u := range t.last {
 		total += u.CPU
 	}
@@ -261,19 +261,6 @@ func runCPUPerPod(run *results.Run, scenario string) (all float64, per map[strin
 		per[c] = median(vs)
 	}
 	return median(alls), per, median(coress), len(alls)
-}
-
-// median of values (not changed).
-func median(vs []float64) float64 {
-	if len(vs) == 0 {
-		return 0
-	}
-	s := slices.Clone(vs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // cpuPerPodLine compares the two sides' CPU per pod, or says why it cannot.

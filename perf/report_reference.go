@@ -2,6 +2,7 @@ package perf
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gangbench/gangbench/perf/measure"
 	"github.com/gangbench/gangbench/results"
@@ -65,6 +66,19 @@ func runMedian(run *results.Run, scenario, item, bucket string) (float64, int) {
 		}
 	}
 	return median(vs), len(vs)
+}
+
+// median of values, the mean of the middle two for an even count; values are not changed.
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // ReferenceRatios compares a run's figures of one scenario with its reference run: the data items
