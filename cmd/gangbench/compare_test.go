@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -55,13 +56,25 @@ func TestIntegrationCompareSlowGangCycle(t *testing.T) {
 	for _, m := range rep.Metrics {
 		verdicts[m.Metric] = m.Verdict
 	}
-	// The attempt's average, not its p99: the p99 comes from the histogram's buckets (…, 32, 64 ms),
-	// too coarse to move reliably by 20 ms. The binding rate moves too, but on a shared 2-core machine
-	// the smoke scenario's rate varies by ±20% between repetitions, so it is reported, not required.
-	if v := verdicts["podGroupAttemptDuration.Average"]; v != compare.Slower {
-		t.Errorf("podGroupAttemptDuration.Average: %q, want %q", v, compare.Slower)
+	// The regression is in the gang cycle, so the scheduler's time per group must be what moved: the
+	// algorithm's average (which spans the added pause) or the attempt's. Not the attempt alone: since
+	// v1.37 it includes the PodGroup status PATCH, and the slower scheduler unloads the apiserver and
+	// shortens that round trip (CI on 2026-12-03: the attempt's median moved 1.30×, its average not at
+	// all, the algorithm's average 2.98×). The binding rate and the gang tail move too, but on a shared
+	// 2-core machine the smoke scenario's rate varies by ±20% between repetitions, so they are reported,
+	// not required. No gate metric may come out faster: the slower scheduler is worse or the same.
+	perGroup := []string{"podGroupAlgorithmDuration.Average", "podGroupAttemptDuration.Average"}
+	if !slices.ContainsFunc(perGroup, func(m string) bool { return verdicts[m] == compare.Slower }) {
+		t.Errorf("neither %s nor %s came out slower: %q, %q", perGroup[0], perGroup[1], verdicts[perGroup[0]], verdicts[perGroup[1]])
 	}
-	t.Logf("bindingRate.Average: %s", verdicts["bindingRate.Average"])
+	for _, m := range rep.Metrics {
+		if m.Gated && m.Verdict == compare.Faster {
+			t.Errorf("gate metric %s came out faster for the slower scheduler (ratio %.3f, Holm %.4f)", m.Metric, m.Ratio, m.PAdjusted)
+		}
+	}
+	for _, m := range []string{"bindingRate.Average", "gangLatency.Perc99", perGroup[1]} {
+		t.Logf("%s: %s", m, verdicts[m])
+	}
 }
 
 func readCompare(t *testing.T, dir string) compare.Report {
