@@ -189,8 +189,8 @@ func Compare(old, new Side, opts Options) (*Report, error) {
 		}
 	}
 	if tested > gated {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("%d metrics tested at alpha %g: about %.1f would come out significant by chance alone; %d of them (the gate metrics: %s) decide the regression flag, judged after Holm's correction so that the flag's false-alarm rate is alpha for all of them together; the others are reported to explain them",
-			tested, opts.Alpha, float64(tested)*opts.Alpha, gated, strings.Join(opts.GateMetrics, ", ")))
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d metrics tested at alpha %g: about %.1f would come out significant by chance alone; the %d of them that are gate metrics (--gate-metrics %s) decide the regression flag, judged after Holm's correction so that the flag's false-alarm rate is alpha for all of them together; the others are reported to explain them",
+			tested, opts.Alpha, float64(tested)*opts.Alpha, gated, strings.Join(opts.GateMetrics, ",")))
 	}
 	for _, a := range rep.Assertions {
 		switch a.Change {
