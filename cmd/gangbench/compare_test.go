@@ -59,8 +59,8 @@ func TestIntegrationCompareSlowGangCycle(t *testing.T) {
 	// The regression is in the gang cycle, so the scheduler's time per group must be what moved: the
 	// algorithm's average (which spans the added pause) or the attempt's. Not the attempt alone: since
 	// v1.37 it includes the PodGroup status PATCH, and the slower scheduler unloads the apiserver and
-	// shortens that round trip (CI on 2026-12-03: the attempt's median moved 1.30×, its average not at
-	// all, the algorithm's average 2.98×). The binding rate and the gang tail move too, but on a shared
+	// shortens that round trip (CI on 2026-12-03: the attempt's median moved 1.30×, its average not
+	// significantly, the algorithm's average 2.98×). The binding rate and the gang tail move too, but on a shared
 	// 2-core machine the smoke scenario's rate varies by ±20% between repetitions, so they are reported,
 	// not required. No gate metric may come out faster: the slower scheduler is worse or the same.
 	perGroup := []string{"podGroupAlgorithmDuration.Average", "podGroupAttemptDuration.Average"}

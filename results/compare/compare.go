@@ -69,8 +69,8 @@ type Options struct {
 // cycle's start to the end of the placement, schedule_one_podgroup.go:441 in v1.37.2). Since v1.37 the
 // attempt ends after the PodGroup status PATCH, so its average carries an apiserver round trip, and a
 // slower scheduler unloads the apiserver and shortens that trip: in CI on 2026-12-03 a scheduler 20 ms
-// slower per cycle moved the attempt's median 1.30× but not its average, while the algorithm's average
-// moved 2.98× with no overlap between the sides. Redundant figures are left out on purpose: the
+// slower per cycle moved the attempt's median 1.30× but not its average significantly, while the
+// algorithm's average moved 2.98× with no overlap between the sides. Redundant figures are left out on purpose: the
 // apiserver's binding count equals the watch's (bindCountMismatch checks that), and the median
 // latency follows the binding rate. Each gate metric widens Holm's correction, so a redundant one
 // makes real regressions harder to flag without adding information.
