@@ -60,9 +60,10 @@ func TestIntegrationCompareSlowGangCycle(t *testing.T) {
 	// algorithm's average (which spans the added pause) or the attempt's. Not the attempt alone: since
 	// v1.37 it includes the PodGroup status PATCH, and the slower scheduler unloads the apiserver and
 	// shortens that round trip (CI on 2026-12-03: the attempt's median moved 1.30×, its average not
-	// significantly, the algorithm's average 2.98×). The binding rate and the gang tail move too, but on a shared
-	// 2-core machine the smoke scenario's rate varies by ±20% between repetitions, so they are reported,
-	// not required. No gate metric may come out faster: the slower scheduler is worse or the same.
+	// significantly, the algorithm's average 2.98×). The binding rate and the gang tail move too, but
+	// on a shared 2-core machine the smoke scenario's rate varies by ±20% between repetitions, so they
+	// are reported, not required. No gate metric may come out faster: the slower scheduler is worse or
+	// the same.
 	perGroup := []string{"podGroupAlgorithmDuration.Average", "podGroupAttemptDuration.Average"}
 	if !slices.ContainsFunc(perGroup, func(m string) bool { return verdicts[m] == compare.Slower }) {
 		t.Errorf("neither %s nor %s came out slower: %q, %q", perGroup[0], perGroup[1], verdicts[perGroup[0]], verdicts[perGroup[1]])
