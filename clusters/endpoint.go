@@ -29,12 +29,18 @@ type Endpoint struct {
 	// Transport, when set, replaces the TLS settings above: endpoints reached through a user's
 	// kubeconfig (whose credentials may be embedded or come from an exec plugin) use client-go's.
 	Transport http.RoundTripper `json:"-"`
+	// Timeout bounds a request; 0 means 30 s. A CPU profile answers only after its duration.
+	Timeout time.Duration `json:"-"`
 }
 
 // HTTPClient returns a client configured with the endpoint's credentials.
 func (e Endpoint) HTTPClient() (*http.Client, error) {
+	timeout := e.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
 	if e.Transport != nil {
-		return &http.Client{Transport: e.Transport, Timeout: 30 * time.Second}, nil
+		return &http.Client{Transport: e.Transport, Timeout: timeout}, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: e.ServerName, InsecureSkipVerify: e.InsecureSkipVerify} //nolint:gosec // only for self-signed component certs, see field doc
 	if e.CAFile != "" {
@@ -55,7 +61,7 @@ func (e Endpoint) HTTPClient() (*http.Client, error) {
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 30 * time.Second}, nil
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: timeout}, nil
 }
 
 // Get fetches the endpoint and returns the body; a non-200 status is an error that carries the start

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
+
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/observe/timeline"
@@ -67,10 +69,11 @@ func TestIntegration(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := localSource(t, "perf-it")
+	perf.EnableCPUProfiling(&src.Base)
 	runDir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	run, err := perf.Run(ctx, perf.Options{Scenarios: []*scenario.Scenario{sc}, Objectives: objectives, Source: src, RunDir: runDir})
+	run, err := perf.Run(ctx, perf.Options{Scenarios: []*scenario.Scenario{sc}, Objectives: objectives, Source: src, RunDir: runDir, CPUProfile: 2 * time.Second})
 	if err != nil {
 		t.Fatalf("run: %v\nnotes: %v", err, run.Notes)
 	}
@@ -103,6 +106,7 @@ func TestIntegration(t *testing.T) {
 	if sched == nil || sched.Data["CPUSeconds"] <= 0 || sched.Data["PeakRSSMiB"] <= 0 {
 		t.Errorf("no resource figures for the scheduler: %+v", sched)
 	}
+	checkCPUProfiles(t, run, runDir)
 	for _, name := range []string{measure.ItemPartialGangs, measure.ItemUnboundFitting, measure.ItemStatusRegressions} {
 		if v := dataItem(t, run, name).Data[measure.Value]; v != 0 {
 			t.Errorf("%s = %v, want 0 (notes: %v)", name, v, run.Notes)
@@ -170,6 +174,42 @@ func TestIntegration(t *testing.T) {
 	// Nothing of the cluster may remain.
 	if ents, _ := os.ReadDir(src.StateDir); len(ents) != 0 {
 		t.Errorf("cluster state left behind: %v", ents)
+	}
+}
+
+// checkCPUProfiles: --cpu-profile left a real profile of each component in the run directory, named
+// in the notes, and each holds samples of that component's own code.
+func checkCPUProfiles(t *testing.T, run *results.Run, runDir string) {
+	t.Helper()
+	for c, pkg := range map[clusters.Component]string{clusters.APIServer: "k8s.io/apiserver/", clusters.Scheduler: "k8s.io/kubernetes/pkg/scheduler"} {
+		path := filepath.Join(runDir, perf.CPUProfileFile("integration", 1, c))
+		if !slices.ContainsFunc(run.Notes, func(n string) bool { return strings.Contains(n, "CPU profile of "+string(c)) && strings.Contains(n, path) }) {
+			t.Errorf("no note names the %s profile %s: %v", c, path, run.Notes)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		p, err := profile.Parse(f)
+		f.Close()
+		if err != nil {
+			t.Errorf("%s: %v", path, err)
+			continue
+		}
+		own := 0
+		for _, s := range p.Sample {
+			for _, loc := range s.Location {
+				for _, l := range loc.Line {
+					if l.Function != nil && strings.Contains(l.Function.Name, pkg) {
+						own++
+					}
+				}
+			}
+		}
+		if len(p.Sample) == 0 || own == 0 {
+			t.Errorf("%s: %d samples, %d in %s: not a profile of %s at work", path, len(p.Sample), own, pkg, c)
+		}
 	}
 }
 

@@ -77,6 +77,10 @@ type Options struct {
 	// QuietWait bounds the wait for a quiet control plane before each measured window (see
 	// QuietRate): 0 means QuietTimeout, a negative value skips the wait.
 	QuietWait time.Duration
+	// CPUProfile, when positive, fetches CPU profiles of the apiserver and the scheduler over the
+	// first CPUProfile of every measured window into RunDir (EnableCPUProfiling must have switched
+	// their handlers on).
+	CPUProfile time.Duration
 	// Skipped are scenarios of the selected set that do not fit the cluster; each is recorded as a
 	// skipped case with its reason, so the run says what it did not measure.
 	Skipped  []Skipped
@@ -529,6 +533,13 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 	}
 	log.Info("measuring", "pods", podsOf(measured), "groups", sc.TotalGroups())
 	windowStart := time.Now()
+	var profiles *cpuProfiles
+	if r.o.CPUProfile > 0 {
+		profiles = startCPUProfiles(ctx, r.cl, r.o.CPUProfile, r.o.RunDir, sc.Name, rep)
+		// Fetched after the figures are gathered, so a profile longer than the window does not
+		// stretch it; an error return still waits, so no fetch outlives the repetition.
+		defer func() { r.noteCPUProfiles(sc.Name, rep, profiles) }()
+	}
 	faults.start(rctx, windowStart, tl, phaseNames(measured))
 	created, err := r.runSteps(rctx, gen, tl, steps(measured), prefill, sc.Settle)
 	if err != nil {
@@ -601,6 +612,18 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 	r.mu.Unlock()
 	r.checkLoad(sc, rep, created, items)
 	return nil
+}
+
+// noteCPUProfiles waits for a repetition's profiles and names each file (or why it is missing) in
+// the run's notes.
+func (r *runner) noteCPUProfiles(scenarioName string, rep int, p *cpuProfiles) {
+	files, err := p.wait()
+	for _, c := range slices.Sorted(maps.Keys(files)) {
+		r.note("%s#%d: CPU profile of %s over the window's first %s: %s (go tool pprof -top %s)", scenarioName, rep, c, r.o.CPUProfile, files[c], files[c])
+	}
+	if err != nil {
+		r.note("%s#%d: CPU profile not taken: %v", scenarioName, rep, err)
+	}
 }
 
 // settle waits for a quiet control plane before a measured window and returns the wait's record

@@ -46,6 +46,7 @@ type perfRunFlags struct {
 	safety     existing.SafetyOptions
 	reference  bool
 	profile    string
+	cpuProfile time.Duration
 }
 
 func newPerfCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
@@ -120,6 +121,7 @@ Results are written in every case.`,
 	fs.DurationVar(&f.deadline, "deadline", 60*time.Minute, "the whole run's deadline")
 	fs.StringArrayVar(&f.faults, "fault", nil, "inject a fault into each repetition (repeatable): "+perf.FaultForms)
 	fs.StringVar(&f.profile, "profile", perf.ProfileQuiet, "load beside the scheduler: quiet (node leases renewed every 15 min, only the controllers a run needs, bound pods left Pending as in scheduler_perf) or realistic (kubelet-like 10 s lease renewal, every controller, bound pods made Running); ignored with --kubeconfig")
+	fs.DurationVar(&f.cpuProfile, "cpu-profile", 0, "fetch Go CPU profiles of the apiserver and the scheduler over this much of the start of every measured window into the run directory (cpu-SCENARIO-REP-COMPONENT.pprof, for go tool pprof); switches on their /debug/pprof on clusters gangbench creates")
 	fs.BoolVar(&f.reference, "reference", false, "run the upstream scheduler_perf workload each scenario names (reference.schedulerPerf) in-process right before and right after the run, and report gangbench's figures as ratios of their mean")
 	return cmd
 }
@@ -197,6 +199,9 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 			return usageError{err}
 		}
 	}
+	if f.cpuProfile < 0 {
+		return usageError{fmt.Errorf("--cpu-profile %s: a profile's length must be positive", f.cpuProfile)}
+	}
 	profile := f.profile
 	if !slices.Contains(perf.Profiles(), profile) {
 		return usageError{fmt.Errorf("--profile %q: accepted: %s", profile, strings.Join(perf.Profiles(), ", "))}
@@ -211,9 +216,9 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 			return usageError{fmt.Errorf("--fault: %w", err)}
 		}
 		if provider == kind.ProviderName {
-			source, err = kindSource(cmd, &f.cluster, profile, stderr)
+			source, err = kindSource(cmd, &f.cluster, profile, f.cpuProfile > 0, stderr)
 		} else {
-			source, err = localSource(ctx, cmd, &f.cluster, profile, stderr)
+			source, err = localSource(ctx, cmd, &f.cluster, profile, f.cpuProfile > 0, stderr)
 		}
 		if err != nil {
 			return err
@@ -249,6 +254,7 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 		Scenarios: scs, Objectives: objectives, Source: source, RunDir: runDir, ID: id, Started: started,
 		SchedulerBinary: f.cluster.schedulerBin, Workers: f.workers, LoadQPS: f.loadQPS, LoadBurst: int(f.loadQPS),
 		PartialGrace: f.grace, QuietWait: quietWait(f.quietWait), Faults: faults, Progress: progress, Log: log, Skipped: skipped, Profile: profile,
+		CPUProfile: f.cpuProfile,
 	})
 	progress.Wait()
 	if refs != nil && runErr == nil {
@@ -360,7 +366,7 @@ func scenarioNames(scs []*scenario.Scenario) string {
 
 // perfBaseSpec is the cluster spec every scenario's cluster starts from; its node count is set per
 // scenario, so the rest is validated with a placeholder.
-func perfBaseSpec(cmd *cobra.Command, f *clusterFlags, profile, provider string) (clusters.Spec, error) {
+func perfBaseSpec(cmd *cobra.Command, f *clusterFlags, profile, provider string, cpuProfile bool) (clusters.Spec, error) {
 	if !cmd.Flags().Changed("name") {
 		// Unique per run, so a perf run never collides with a user's cluster or another run.
 		f.name = fmt.Sprintf("perf-%d", os.Getpid())
@@ -378,13 +384,16 @@ func perfBaseSpec(cmd *cobra.Command, f *clusterFlags, profile, provider string)
 	if !cmd.Flags().Changed("timeout") {
 		spec.ReadyTimeout = 0 // the source scales it with the node count
 	}
+	if cpuProfile {
+		perf.EnableCPUProfiling(&spec)
+	}
 	return spec, nil
 }
 
 // localSource builds the local provider's source from the cluster flags. The binaries are built
 // here, with progress on the terminal, rather than silently inside the first cluster create.
-func localSource(ctx context.Context, cmd *cobra.Command, f *clusterFlags, profile string, stderr io.Writer) (perf.ClusterSource, error) {
-	spec, err := perfBaseSpec(cmd, f, profile, local.ProviderName)
+func localSource(ctx context.Context, cmd *cobra.Command, f *clusterFlags, profile string, cpuProfile bool, stderr io.Writer) (perf.ClusterSource, error) {
+	spec, err := perfBaseSpec(cmd, f, profile, local.ProviderName, cpuProfile)
 	if err != nil {
 		return nil, err
 	}
@@ -404,11 +413,11 @@ func localSource(ctx context.Context, cmd *cobra.Command, f *clusterFlags, profi
 
 // kindSource builds the kind provider's source from the cluster flags: --workers real worker
 // nodes per cluster, the rest of each scenario's nodes simulated by kwok.
-func kindSource(cmd *cobra.Command, f *clusterFlags, profile string, stderr io.Writer) (perf.ClusterSource, error) {
+func kindSource(cmd *cobra.Command, f *clusterFlags, profile string, cpuProfile bool, stderr io.Writer) (perf.ClusterSource, error) {
 	if f.kwokNodes != 0 {
 		return nil, usageError{errors.New("--kwok-nodes: perf run derives the kwok nodes from each scenario's node count minus --workers")}
 	}
-	spec, err := perfBaseSpec(cmd, f, profile, kind.ProviderName)
+	spec, err := perfBaseSpec(cmd, f, profile, kind.ProviderName, cpuProfile)
 	if err != nil {
 		return nil, err
 	}
