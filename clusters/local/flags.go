@@ -31,6 +31,7 @@ type ports struct {
 func (l layout) pki(name string) string        { return l.PKIDir + "/" + name }
 func (l layout) kubeconfig(user string) string { return l.Dir + "/kubeconfig-" + user }
 func (l layout) kwokConfig() string            { return l.Dir + "/kwok.yaml" }
+func (l layout) tokenFile() string             { return l.PKIDir + "/tokens.csv" }
 
 // featureGatesFor merges the defaults, the cluster-wide gates and the component's own overrides.
 func featureGatesFor(spec clusters.Spec, c clusters.Component) map[string]bool {
@@ -92,6 +93,7 @@ func componentArgs(c clusters.Component, l layout, spec clusters.Spec) ([]string
 			"tls-cert-file":                    l.pki("serving.crt"),
 			"tls-private-key-file":             l.pki("serving.key"),
 			"client-ca-file":                   l.pki("ca.crt"),
+			"token-auth-file":                  l.tokenFile(),
 			"anonymous-auth":                   "false",
 			"authorization-mode":               "RBAC",
 			"service-account-issuer":           "https://kubernetes.default.svc.cluster.local",

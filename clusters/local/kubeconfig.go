@@ -16,8 +16,9 @@ import (
 	"github.com/gangbench/gangbench/clusters/local/pki"
 )
 
-// identities are the client certificates every local cluster gets. The names are the Kubernetes users
-// the bootstrap RBAC policy already knows, except kwok, which we bind ourselves (bindKwok).
+// identities are the users every local cluster gets, each with a bearer token (tokens.go). The names
+// are the Kubernetes users the bootstrap RBAC policy already knows, except kwok, which we bind
+// ourselves (bindKwok).
 func identities() map[string]pki.Identity {
 	return map[string]pki.Identity{
 		"admin":              {CommonName: "gangbench-admin", Organizations: []string{"system:masters"}},
@@ -27,28 +28,16 @@ func identities() map[string]pki.Identity {
 	}
 }
 
-// writeKubeconfig writes a kubeconfig for one identity with the certificates embedded, so the file
-// stays usable when copied elsewhere (e.g. a CI artifact).
-func writeKubeconfig(path, server, contextName string, b *pki.Bundle, user string) error {
-	ca, err := os.ReadFile(b.CA.CertFile)
-	if err != nil {
-		return err
-	}
-	kp, ok := b.Clients[user]
-	if !ok {
-		return fmt.Errorf("no client certificate for %q", user)
-	}
-	cert, err := os.ReadFile(kp.CertFile)
-	if err != nil {
-		return err
-	}
-	key, err := os.ReadFile(kp.KeyFile)
+// writeKubeconfig writes a kubeconfig for one user with the CA and the user's token embedded, so the
+// file stays usable when copied elsewhere (e.g. a CI artifact).
+func writeKubeconfig(path, server, contextName, caFile, user, token string) error {
+	ca, err := os.ReadFile(caFile)
 	if err != nil {
 		return err
 	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[contextName] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
-	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts[contextName] = &clientcmdapi.Context{Cluster: contextName, AuthInfo: user}
 	cfg.CurrentContext = contextName
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {

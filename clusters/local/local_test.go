@@ -35,7 +35,7 @@ func TestComponentArgs(t *testing.T) {
 			want: []string{
 				"--feature-gates=GenericWorkload=true", "--runtime-config=scheduling.k8s.io/v1beta1=true",
 				"--anonymous-auth=false", "--authorization-mode=RBAC", "--secure-port=3", "--bind-address=127.0.0.1",
-				"--etcd-servers=http://127.0.0.1:1", "--client-ca-file=/s/pki/ca.crt",
+				"--etcd-servers=http://127.0.0.1:1", "--client-ca-file=/s/pki/ca.crt", "--token-auth-file=/s/pki/tokens.csv",
 				"--service-account-signing-key-file=/s/pki/sa.key", "--service-account-key-file=/s/pki/sa.pub",
 			},
 		},

@@ -229,13 +229,18 @@ func (r *run) start(ctx context.Context) (*clusters.Cluster, error) {
 			return nil, err
 		}
 	}
-	bundle, err := pki.Generate(r.l.PKIDir, pki.Options{ServingHosts: []string{"localhost", "127.0.0.1"}, Clients: identities()})
+	ids := identities()
+	bundle, err := pki.Generate(r.l.PKIDir, pki.Options{ServingHosts: []string{"localhost", "127.0.0.1"}, Clients: map[string]pki.Identity{"admin": ids["admin"]}})
 	if err != nil {
 		return nil, fmt.Errorf("pki: %w", err)
 	}
+	tokens, err := writeTokenFile(r.l.tokenFile(), ids)
+	if err != nil {
+		return nil, err
+	}
 	server := fmt.Sprintf("https://127.0.0.1:%d", pt.APIServer)
-	for user := range identities() {
-		if err := writeKubeconfig(r.l.kubeconfig(user), server, "gangbench-"+spec.Name, bundle, user); err != nil {
+	for user, tok := range tokens {
+		if err := writeKubeconfig(r.l.kubeconfig(user), server, "gangbench-"+spec.Name, bundle.CA.CertFile, user, tok); err != nil {
 			return nil, err
 		}
 	}
