@@ -183,7 +183,9 @@ func checkCPUProfiles(t *testing.T, run *results.Run, runDir string) {
 	t.Helper()
 	for c, pkg := range map[clusters.Component]string{clusters.APIServer: "k8s.io/apiserver/", clusters.Scheduler: "k8s.io/kubernetes/pkg/scheduler"} {
 		path := filepath.Join(runDir, perf.CPUProfileFile("integration", 1, c))
-		if !slices.ContainsFunc(run.Notes, func(n string) bool { return strings.Contains(n, "CPU profile of "+string(c)) && strings.Contains(n, path) }) {
+		if !slices.ContainsFunc(run.Notes, func(n string) bool {
+			return strings.Contains(n, "CPU profile of "+string(c)) && strings.Contains(n, path)
+		}) {
 			t.Errorf("no note names the %s profile %s: %v", c, path, run.Notes)
 		}
 		f, err := os.Open(path)

@@ -48,6 +48,9 @@ type ReferenceOptions struct {
 	// Log receives the benchmark's output (nil discards it).
 	Log     io.Writer
 	Timeout time.Duration
+	// CPUProfile, when set (an absolute path), receives the benchmark's Go CPU profile
+	// (-test.cpuprofile): its whole process, the node creation of its setup included.
+	CPUProfile string
 }
 
 // ReferenceResult is one reference run.
@@ -91,11 +94,18 @@ func RunReference(ctx context.Context, o ReferenceOptions) (*ReferenceResult, er
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	bench := "^BenchmarkPerfScheduling$/^" + regexp.QuoteMeta(o.Reference.TestCase) + "$/^" + regexp.QuoteMeta(o.Reference.Workload) + "$"
-	cmd := exec.CommandContext(ctx, bin,
-		"-test.run=^$", "-test.bench="+bench, "-test.benchtime=1x", "-test.timeout="+o.Timeout.String(),
+	args := []string{"-test.run=^$", "-test.bench=" + bench, "-test.benchtime=1x", "-test.timeout=" + o.Timeout.String(),
 		// Any label: the scenario names the workload, whatever upstream labelled it.
 		"-perf-scheduling-label-filter=",
-		"-data-items-dir="+items)
+		"-data-items-dir=" + items}
+	if o.CPUProfile != "" {
+		if !filepath.IsAbs(o.CPUProfile) {
+			// The benchmark runs in its package directory, where a relative path would land.
+			return nil, fmt.Errorf("reference CPU profile %q: want an absolute path", o.CPUProfile)
+		}
+		args = append(args, "-test.cpuprofile="+o.CPUProfile)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = o.Dir
 	cmd.Env = append(os.Environ(),
 		"PATH="+filepath.Dir(o.Etcd)+string(os.PathListSeparator)+os.Getenv("PATH"),

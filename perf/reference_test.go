@@ -5,8 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gangbench/gangbench/perf/measure"
+	"github.com/gangbench/gangbench/perf/scenario"
 	"github.com/gangbench/gangbench/results"
 )
 
@@ -121,5 +123,50 @@ func TestBracketReference(t *testing.T) {
 		if it.Name == ItemReference && it.Labels["run"] != "before" && it.Labels["run"] != "after" {
 			t.Errorf("reference item without its run: %+v", it)
 		}
+	}
+}
+
+// RunReference against a stand-in benchmark binary: it is asked for a CPU profile at the absolute
+// path given (and writes it there), its data items are read back, and a relative profile path is
+// refused before anything runs, since the benchmark runs in its package directory.
+func TestRunReferenceCPUProfile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "performance-config.yaml"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	items := filepath.Join(dir, "items.json")
+	if err := os.WriteFile(items, []byte(referenceItems), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The stand-in copies the data items into -data-items-dir and writes "profile" to
+	// -test.cpuprofile; it fails when either flag is missing.
+	script := `#!/bin/sh
+items= prof=
+for a in "$@"; do
+  case "$a" in
+    -data-items-dir=*) items="${a#-data-items-dir=}" ;;
+    -test.cpuprofile=*) prof="${a#-test.cpuprofile=}" ;;
+  esac
+done
+[ -n "$items" ] && [ -n "$prof" ] || { echo "missing flags: $*"; exit 1; }
+cp ` + items + ` "$items/BenchmarkPerfScheduling_x.json" && echo profile > "$prof"
+`
+	if err := os.WriteFile(filepath.Join(dir, "scheduler-perf.test"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ref := scenario.Reference{Package: "podgroup/gangscheduling", Config: "performance-config.yaml", TestCase: "GangScheduling", Workload: "w"}
+	prof := filepath.Join(t.TempDir(), "reference.pprof")
+	res, err := RunReference(t.Context(), ReferenceOptions{Dir: dir, Reference: ref, CPUProfile: prof, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := res.Figure(RefThroughput, "Average"); v != 226.4 {
+		t.Errorf("throughput %v", v)
+	}
+	if b, err := os.ReadFile(prof); err != nil || string(b) != "profile\n" {
+		t.Errorf("profile file: %q, %v", b, err)
+	}
+	if _, err := RunReference(t.Context(), ReferenceOptions{Dir: dir, Reference: ref, CPUProfile: "reference.pprof"}); err == nil || !strings.Contains(err.Error(), "absolute path") {
+		t.Errorf("relative profile path: %v", err)
 	}
 }

@@ -326,7 +326,7 @@ func (r *referenceRuns) runAll(ctx context.Context, when string) (map[string]*pe
 	}
 	defer log.Close()
 	fmt.Fprintf(r.stderr, "reference: scheduler_perf %s the run\n", when)
-	refs, err := runReferences(ctx, r.scs, r.f.cluster.k8sVersion, k8sbin.Options{CacheDir: r.f.cluster.cacheDir, Progress: r.stderr}, log, r.stderr)
+	refs, err := runReferences(ctx, r.scs, r.f.cluster.k8sVersion, k8sbin.Options{CacheDir: r.f.cluster.cacheDir, Progress: r.stderr}, log, r.stderr, "")
 	if err != nil {
 		return nil, fmt.Errorf("reference (%s the run): %w", when, err)
 	}

@@ -23,6 +23,7 @@ type perfReferenceFlags struct {
 	cacheDir   string
 	logPath    string
 	against    string
+	profileDir string
 }
 
 func newPerfReferenceCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
@@ -49,6 +50,7 @@ before and right after its own measurement.`,
 	fs.StringVar(&f.k8sVersion, "k8s-version", clusters.DefaultKubernetesVersion, "Kubernetes version whose scheduler_perf to build and run")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "binary cache (default $"+k8sbin.CacheDirEnv+" or ~/.cache/gangbench/bin)")
 	fs.StringVar(&f.logPath, "log", "", "write scheduler_perf's output to this file")
+	fs.StringVar(&f.profileDir, "cpu-profile-dir", "", "write a Go CPU profile of each benchmark's whole process (scheduler, apiserver and its setup: creating the nodes) here as reference-SCENARIO.pprof, for go tool pprof")
 	fs.StringVar(&f.against, "against", "", "a finished perf run directory: print its figures of the same scenarios and the ratios")
 	return cmd
 }
@@ -84,7 +86,15 @@ func runPerfReference(ctx context.Context, g *globalOpts, f *perfReferenceFlags,
 		defer lf.Close()
 		log = lf
 	}
-	refs, err := runReferences(ctx, scs, f.k8sVersion, k8sbin.Options{CacheDir: f.cacheDir, Progress: stderr}, log, stderr)
+	if f.profileDir != "" {
+		if f.profileDir, err = filepath.Abs(f.profileDir); err == nil {
+			err = os.MkdirAll(f.profileDir, 0o755)
+		}
+		if err != nil {
+			return usageError{fmt.Errorf("--cpu-profile-dir: %w", err)}
+		}
+	}
+	refs, err := runReferences(ctx, scs, f.k8sVersion, k8sbin.Options{CacheDir: f.cacheDir, Progress: stderr}, log, stderr, f.profileDir)
 	if err != nil {
 		return codedError{err, exitError}
 	}
@@ -100,8 +110,9 @@ func runPerfReference(ctx context.Context, g *globalOpts, f *perfReferenceFlags,
 }
 
 // runReferences builds what the references need (etcd, scheduler_perf per package) and runs each
-// scenario's workload, in order; scenarios naming the same workload share one run.
-func runReferences(ctx context.Context, scs []*scenario.Scenario, version string, opts k8sbin.Options, log, stderr io.Writer) (map[string]*perf.ReferenceResult, error) {
+// scenario's workload, in order; scenarios naming the same workload share one run. profileDir,
+// when set, receives a CPU profile of each benchmark run.
+func runReferences(ctx context.Context, scs []*scenario.Scenario, version string, opts k8sbin.Options, log, stderr io.Writer, profileDir string) (map[string]*perf.ReferenceResult, error) {
 	set, err := k8sbin.Ensure(ctx, version, opts)
 	if err != nil {
 		return nil, err
@@ -122,7 +133,12 @@ func runReferences(ctx context.Context, scs []*scenario.Scenario, version string
 			return nil, err
 		}
 		fmt.Fprintf(stderr, "reference: running scheduler_perf %s (%s, %s) in %s\n", r.Benchmark(), r.Package, version, filepath.Base(dir))
-		res, err := perf.RunReference(ctx, perf.ReferenceOptions{Dir: dir, Etcd: set.Etcd, Reference: r, Log: log})
+		ro := perf.ReferenceOptions{Dir: dir, Etcd: set.Etcd, Reference: r, Log: log}
+		if profileDir != "" {
+			ro.CPUProfile = filepath.Join(profileDir, "reference-"+sc.Name+".pprof")
+			fmt.Fprintf(stderr, "reference: CPU profile of the whole benchmark process: %s (go tool pprof -top %s)\n", ro.CPUProfile, ro.CPUProfile)
+		}
+		res, err := perf.RunReference(ctx, ro)
 		if err != nil {
 			return nil, err
 		}
