@@ -79,13 +79,12 @@ type cpuProfiles struct {
 func startCPUProfiles(ctx context.Context, cl *clusters.Cluster, d time.Duration, dir, scenarioName string, rep int) *cpuProfiles {
 	p := &cpuProfiles{files: map[clusters.Component]string{}}
 	for c, ep := range profiledComponents(cl) {
-		if ep.URL == "" {
-			p.errs = append(p.errs, fmt.Errorf("%s: no endpoint to fetch a profile from", c))
-			continue
-		}
 		u, err := pprofURL(ep.URL, d)
+		if ep.URL == "" {
+			err = errors.New("no endpoint to fetch a profile from")
+		}
 		if err != nil {
-			p.errs = append(p.errs, fmt.Errorf("%s: %w", c, err))
+			p.fail(c, err)
 			continue
 		}
 		ep.URL = u
@@ -93,17 +92,23 @@ func startCPUProfiles(ctx context.Context, cl *clusters.Cluster, d time.Duration
 		ep.Timeout = d + time.Minute
 		path := filepath.Join(dir, CPUProfileFile(scenarioName, rep, c))
 		p.wg.Go(func() {
-			err := fetchProfile(ctx, ep, path)
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			if err != nil {
-				p.errs = append(p.errs, fmt.Errorf("%s: %w", c, err))
+			if err := fetchProfile(ctx, ep, path); err != nil {
+				p.fail(c, err)
 				return
 			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
 			p.files[c] = path
 		})
 	}
 	return p
+}
+
+// fail records why a component's profile is missing; fetches of other components may be running.
+func (p *cpuProfiles) fail(c clusters.Component, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.errs = append(p.errs, fmt.Errorf("%s: %w", c, err))
 }
 
 func fetchProfile(ctx context.Context, ep clusters.Endpoint, path string) error {
