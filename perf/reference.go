@@ -78,6 +78,10 @@ func RunReference(ctx context.Context, o ReferenceOptions) (*ReferenceResult, er
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Minute
 	}
+	if o.CPUProfile != "" && !filepath.IsAbs(o.CPUProfile) {
+		// The benchmark runs in its package directory, where a relative path would land.
+		return nil, fmt.Errorf("reference CPU profile %q: want an absolute path", o.CPUProfile)
+	}
 	bin := filepath.Join(o.Dir, k8sbin.SchedulerPerfBinary)
 	if _, err := os.Stat(filepath.Join(o.Dir, o.Reference.Config)); err != nil {
 		return nil, fmt.Errorf("scheduler_perf package %s has no %s: %w", o.Reference.Package, o.Reference.Config, err)
@@ -99,10 +103,6 @@ func RunReference(ctx context.Context, o ReferenceOptions) (*ReferenceResult, er
 		"-perf-scheduling-label-filter=",
 		"-data-items-dir=" + items}
 	if o.CPUProfile != "" {
-		if !filepath.IsAbs(o.CPUProfile) {
-			// The benchmark runs in its package directory, where a relative path would land.
-			return nil, fmt.Errorf("reference CPU profile %q: want an absolute path", o.CPUProfile)
-		}
 		args = append(args, "-test.cpuprofile="+o.CPUProfile)
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
