@@ -3,6 +3,7 @@ package perf
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +169,65 @@ cp ` + items + ` "$items/BenchmarkPerfScheduling_x.json" && echo profile > "$pro
 	}
 	if _, err := RunReference(t.Context(), ReferenceOptions{Dir: dir, Reference: ref, CPUProfile: "reference.pprof"}); err == nil || !strings.Contains(err.Error(), "absolute path") {
 		t.Errorf("relative profile path: %v", err)
+	}
+}
+
+// TestReferenceRounds: with rounds, each round is compared with the reference runs right before and
+// right after it, only with its own figures, and the rounds are summarised by their median, which
+// carries the verdict, with the spread beside it.
+func TestReferenceRounds(t *testing.T) {
+	ref := func(tput float64) *ReferenceResult {
+		return &ReferenceResult{Benchmark: "b", Items: map[string]results.DataItem{
+			RefThroughput: {Unit: "pods/s", Data: map[string]float64{"Average": tput}},
+			RefAttempt:    {Unit: "ms", Data: map[string]float64{"Average": 10}},
+		}}
+	}
+	refs := []*ReferenceResult{ref(100), ref(100), ref(120), ref(80)}
+	run := &results.Run{}
+	for round, fig := range map[string]struct{ rate, attempt float64 }{"1": {80, 0.011}, "2": {99, 0.014}, "3": {50, 0.012}} {
+		l := map[string]string{"scenario": "s", "repetition": round, LabelRound: round}
+		run.DataItems = append(run.DataItems,
+			results.DataItem{Name: measure.ItemBindingRate, Labels: l, Data: map[string]float64{"Average": fig.rate}},
+			results.DataItem{Name: "podGroupAttemptDuration", Unit: "s", Labels: l, Data: map[string]float64{"Average": fig.attempt}})
+	}
+	var rounds []results.DataItem
+	for n := 1; n <= 3; n++ {
+		item, ok := BracketRatios(run, "s", strconv.Itoa(n), refs[n-1], refs[n])
+		if !ok {
+			t.Fatalf("round %d: no ratio", n)
+		}
+		rounds = append(rounds, item)
+	}
+	// Round 2: 99 pods/s against the mean of 100 and 120; 14 ms against 10.
+	if r := rounds[1]; r.Labels[LabelRound] != "2" || !near(r.Data["BindingRate"], 0.9) || !near(r.Data["AttemptDuration"], 1.4) ||
+		r.Data["ReferenceThroughputBefore"] != 100 || r.Data["ReferenceThroughputAfter"] != 120 {
+		t.Errorf("round 2: %+v", r)
+	}
+	med := MedianRatio(rounds)
+	if med.Labels[LabelRound] != RoundMedian || med.Labels["scenario"] != "s" || med.Data["Rounds"] != 3 ||
+		!near(med.Data["BindingRate"], 0.8) || !near(med.Data["BindingRateMin"], 0.5) || !near(med.Data["BindingRateMax"], 0.9) ||
+		!near(med.Data["AttemptDuration"], 1.2) {
+		t.Errorf("median: %+v", med)
+	}
+	run.DataItems = append(run.DataItems, rounds...)
+	run.DataItems = append(run.DataItems, med)
+	sec := ReferenceSection(run)
+	if len(sec) != 4 {
+		t.Fatalf("section: %q, want a line per round and the median", sec)
+	}
+	if !strings.Contains(sec[1], "s vs scheduler_perf b, round 2: binding rate 0.90× (target ≥ 0.80×)") ||
+		!strings.Contains(sec[1], "mean of 100.0 right before and 120.0 right after the run") {
+		t.Errorf("round 2 line: %q", sec[1])
+	}
+	if want := "s vs scheduler_perf b, median of 3 rounds: binding rate 0.80× [rounds 0.50–0.90×] (target ≥ 0.80×, target met), podgroup attempt 1.20× [rounds 1.10–1.40×] (target ≤ 1.25×, target met)"; sec[3] != want {
+		t.Errorf("median line:\n%q, want\n%q", sec[3], want)
+	}
+	// One slower round moves the median below the target.
+	rounds[0].Data["BindingRate"] = 0.7
+	if sec := ReferenceSection(&results.Run{DataItems: []results.DataItem{MedianRatio(rounds)}}); len(sec) != 1 || !strings.Contains(sec[0], "binding rate 0.70× [rounds 0.50–0.90×] (target ≥ 0.80×, target missed)") {
+		t.Errorf("median line with a slower round: %q", sec)
+	}
+	if _, ok := BracketRatios(run, "s", "1", nil, nil); ok {
+		t.Error("no reference run is no ratio")
 	}
 }

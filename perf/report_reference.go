@@ -138,8 +138,87 @@ func RatioLines(run *results.Run, scenario string, r *ReferenceResult) []string 
 	return lines
 }
 
+// RoundMedian is the round label of the reference ratio that summarises the rounds of a run.
+const RoundMedian = "median"
+
+// roundView is the part of a run measured in one round (label round), for ReferenceRatios.
+func roundView(run *results.Run, round string) *results.Run {
+	v := &results.Run{}
+	for _, d := range run.DataItems {
+		if d.Labels[LabelRound] == round {
+			v.DataItems = append(v.DataItems, d)
+		}
+	}
+	return v
+}
+
+// BracketRatios is ReferenceRatios for a run, or one round of it (round "" for the whole run),
+// against scheduler_perf's runs right before and right after it (either may be nil). The item
+// carries both runs' SchedulingThroughput averages, so a report can show the bracket. ok is false
+// when there is no reference run at all.
+func BracketRatios(run *results.Run, scenario, round string, before, after *ReferenceResult) (item results.DataItem, ok bool) {
+	mean, drift := BracketReference(before, after)
+	if mean == nil {
+		return item, false
+	}
+	view := run
+	if round != "" {
+		view = roundView(run, round)
+	}
+	item, _ = ReferenceRatios(view, scenario, mean, drift)
+	if round != "" {
+		item.Labels[LabelRound] = round
+	}
+	for when, r := range map[string]*ReferenceResult{"Before": before, "After": after} {
+		if r == nil {
+			continue
+		}
+		if v, ok := r.Figure(RefThroughput, "Average"); ok {
+			item.Data["ReferenceThroughput"+when] = v
+		}
+	}
+	return item, true
+}
+
+// ratioKeys are the reference ratios whose spread over rounds MedianRatio reports.
+var ratioKeys = []string{"BindingRate", "BindingRateSinceFirstBind", "AttemptDuration", "CPUPerPod"}
+
+// MedianRatio summarises one scenario's per-round reference ratios (round label set): each ratio's
+// median over the rounds that have it, with its lowest and highest (key+"Min", key+"Max"), and
+// how many rounds there were. One round's ratio can land on a minute when the machine slowed the
+// run and not its references (seen here: 0.67× and 0.93× a quarter of an hour apart); the median
+// of rounds, each bracketed by its own references, is what a target is judged by.
+func MedianRatio(rounds []results.DataItem) results.DataItem {
+	item := results.DataItem{Name: ItemReferenceRatio, Unit: "×", Labels: map[string]string{LabelRound: RoundMedian}, Data: map[string]float64{"Rounds": float64(len(rounds))}}
+	if len(rounds) == 0 {
+		return item
+	}
+	for k, v := range rounds[0].Labels {
+		if k != LabelRound {
+			item.Labels[k] = v
+		}
+	}
+	for _, k := range append(slices.Clone(ratioKeys), "ReferenceDrift", "CPUPerPodMs", "ReferenceCPUPerPodMs") {
+		var vs []float64
+		for _, r := range rounds {
+			if v, ok := r.Data[k]; ok {
+				vs = append(vs, v)
+			}
+		}
+		if len(vs) == 0 {
+			continue
+		}
+		item.Data[k] = median(vs)
+		if slices.Contains(ratioKeys, k) {
+			item.Data[k+"Min"], item.Data[k+"Max"] = slices.Min(vs), slices.Max(vs)
+		}
+	}
+	return item
+}
+
 // ReferenceSection is the reference comparison of a run for its reports, one line per scenario
-// that had a reference run: the ratios with their targets, and scheduler_perf's figures.
+// that had a reference run (per round and their median, for a run of rounds): the ratios with
+// their targets, and scheduler_perf's figures.
 func ReferenceSection(r *results.Run) []string {
 	var out []string
 	for _, d := range r.DataItems {
@@ -147,34 +226,80 @@ func ReferenceSection(r *results.Run) []string {
 			continue
 		}
 		sc := d.Labels["scenario"]
+		round := d.Labels[LabelRound]
 		s := fmt.Sprintf("%s vs scheduler_perf %s:", sc, d.Labels["workload"])
+		switch round {
+		case "":
+		case RoundMedian:
+			s = fmt.Sprintf("%s vs scheduler_perf %s, median of %.0f rounds:", sc, d.Labels["workload"], d.Data["Rounds"])
+		default:
+			s = fmt.Sprintf("%s vs scheduler_perf %s, round %s:", sc, d.Labels["workload"], round)
+		}
+		spread := func(key string) string {
+			lo, okl := d.Data[key+"Min"]
+			hi, okh := d.Data[key+"Max"]
+			if !okl || !okh {
+				return ""
+			}
+			return fmt.Sprintf(" [rounds %.2f–%.2f×]", lo, hi)
+		}
+		verdict := func(ok bool) string {
+			if round != RoundMedian {
+				return ""
+			}
+			if ok {
+				return ", target met"
+			}
+			return ", target missed"
+		}
 		if v, ok := d.Data["BindingRate"]; ok {
-			s += fmt.Sprintf(" binding rate %.2f× (target ≥ %.2f×)", v, TargetBindingRatio)
+			s += fmt.Sprintf(" binding rate %.2f×%s (target ≥ %.2f×%s)", v, spread("BindingRate"), TargetBindingRatio, verdict(v >= TargetBindingRatio))
 		}
 		if v, ok := d.Data["BindingRateSinceFirstBind"]; ok {
-			s += fmt.Sprintf(", %.2f× in scheduler_perf's window (first to last bind)", v)
+			s += fmt.Sprintf(", %.2f×%s in scheduler_perf's window (first to last bind)", v, spread("BindingRateSinceFirstBind"))
 		}
 		if v, ok := d.Data["AttemptDuration"]; ok {
-			s += fmt.Sprintf(", podgroup attempt %.2f× (target ≤ %.2f×)", v, TargetAttemptRatio)
+			s += fmt.Sprintf(", podgroup attempt %.2f×%s (target ≤ %.2f×%s)", v, spread("AttemptDuration"), TargetAttemptRatio, verdict(v <= TargetAttemptRatio))
 		}
 		if v, ok := d.Data["CPUPerPod"]; ok {
-			s += fmt.Sprintf(", CPU per pod bound %.2f× (%.1f ms against %.1f)", v, d.Data["CPUPerPodMs"], d.Data["ReferenceCPUPerPodMs"])
+			s += fmt.Sprintf(", CPU per pod bound %.2f×%s (%.1f ms against %.1f)", v, spread("CPUPerPod"), d.Data["CPUPerPodMs"], d.Data["ReferenceCPUPerPodMs"])
 		}
-		var tput []float64
-		for _, ref := range r.DataItems {
-			if ref.Name == ItemReference && ref.Labels["scenario"] == sc && ref.Labels["metric"] == RefThroughput {
-				tput = append(tput, ref.Data["Average"])
-			}
-		}
-		switch len(tput) {
-		case 0:
-		case 2:
-			s += fmt.Sprintf("; scheduler_perf SchedulingThroughput avg %.1f pods/s (mean of %.1f right before and %.1f right after the run: the machine drifted %.0f %% between them)",
-				(tput[0]+tput[1])/2, tput[0], tput[1], 100*d.Data["ReferenceDrift"])
-		default:
-			s += fmt.Sprintf("; scheduler_perf SchedulingThroughput avg %.1f pods/s", tput[0])
+		if round != RoundMedian {
+			s += referenceThroughputs(r, d)
 		}
 		out = append(out, s)
 	}
 	return out
+}
+
+// referenceThroughputs is the part of a reference line that gives scheduler_perf's throughput: the
+// bracket's two runs as the ratio item records them, or (for runs recorded before it did) the
+// reference items of its scenario.
+func referenceThroughputs(r *results.Run, d results.DataItem) string {
+	var tput []float64
+	b, okb := d.Data["ReferenceThroughputBefore"]
+	a, oka := d.Data["ReferenceThroughputAfter"]
+	switch {
+	case okb && oka:
+		tput = []float64{b, a}
+	case okb:
+		tput = []float64{b}
+	case oka:
+		tput = []float64{a}
+	default:
+		for _, ref := range r.DataItems {
+			if ref.Name == ItemReference && ref.Labels["scenario"] == d.Labels["scenario"] && ref.Labels["metric"] == RefThroughput {
+				tput = append(tput, ref.Data["Average"])
+			}
+		}
+	}
+	switch len(tput) {
+	case 0:
+		return ""
+	case 2:
+		return fmt.Sprintf("; scheduler_perf SchedulingThroughput avg %.1f pods/s (mean of %.1f right before and %.1f right after the run: the machine drifted %.0f %% between them)",
+			(tput[0]+tput[1])/2, tput[0], tput[1], 100*d.Data["ReferenceDrift"])
+	default:
+		return fmt.Sprintf("; scheduler_perf SchedulingThroughput avg %.1f pods/s", tput[0])
+	}
 }

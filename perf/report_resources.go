@@ -43,6 +43,9 @@ func resourceTable(r *results.Run) ([]resourceRow, map[string]string) {
 				cpu: it.Data["CPUSeconds"], cores: it.Data["CPUShare"], rssMiB: it.Data["PeakRSSMiB"], wait: it.Data["WaitSeconds"]})
 		case measure.ItemMachineCPU:
 			machine[key] = fmt.Sprintf("%.2f of %g cores busy over %.1f s", it.Data[measure.Value], it.Data["CPUs"], it.Data["WindowSeconds"])
+			if st := it.Data["StealCores"]; st >= 0.005 {
+				machine[key] += fmt.Sprintf(" (%.2f of them taken by the host: steal time)", st)
+			}
 		}
 	}
 	slices.SortStableFunc(out, func(a, b resourceRow) int {

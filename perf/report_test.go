@@ -109,7 +109,7 @@ func TestReportResources(t *testing.T) {
 		{Name: measure.ItemBindingRate, Unit: "pods/s", Labels: map[string]string{"scenario": "smoke", "repetition": "1", "nodes": "50"}, Data: map[string]float64{"Average": 100}},
 		{Name: measure.ItemResources, Labels: lab("harness"), Data: map[string]float64{"CPUSeconds": 1.5, "CPUShare": 0.5, "PeakRSSMiB": 120, "WaitSeconds": 0.2}},
 		{Name: measure.ItemResources, Labels: lab("kube-scheduler"), Data: map[string]float64{"CPUSeconds": 2.25, "CPUShare": 0.75, "PeakRSSMiB": 80, "WaitSeconds": 1.5}},
-		{Name: measure.ItemMachineCPU, Unit: "cores", Labels: map[string]string{"scenario": "smoke", "repetition": "1", "nodes": "50"}, Data: map[string]float64{"Value": 1.9, "CPUs": 2, "WindowSeconds": 3}},
+		{Name: measure.ItemMachineCPU, Unit: "cores", Labels: map[string]string{"scenario": "smoke", "repetition": "1", "nodes": "50"}, Data: map[string]float64{"Value": 1.9, "StealCores": 0.25, "CPUs": 2, "WindowSeconds": 3}},
 	}}
 	var text, md bytes.Buffer
 	if err := WriteReport(&text, r, FormatText); err != nil {
@@ -123,7 +123,7 @@ func TestReportResources(t *testing.T) {
 	if sched < 0 || harness < sched || !regexp.MustCompile(`kube-scheduler\s+2\.[23]\s+0\.75\s+80\s+1\.5\n`).MatchString(out) {
 		t.Errorf("text report lacks the scheduler's row before the harness's:\n%s", out)
 	}
-	if !strings.Contains(out, "machine: 1.90 of 2 cores busy over 3.0 s") {
+	if !strings.Contains(out, "machine: 1.90 of 2 cores busy over 3.0 s (0.25 of them taken by the host: steal time)") {
 		t.Errorf("text report lacks the machine line:\n%s", out)
 	}
 	if !strings.Contains(md.String(), "| smoke | 1 | kube-scheduler | 2.2 | 0.75 | 80 | 1.5 |") && !strings.Contains(md.String(), "| smoke | 1 | kube-scheduler | 2.3 | 0.75 | 80 | 1.5 |") {

@@ -49,6 +49,9 @@ const (
 	// ItemHarness describes this process: peak RSS and CPU, so a run shows the harness was not the
 	// bottleneck.
 	ItemHarness = "harness"
+	// LabelRound is the round (Options.Rounds) an item was measured in, "1" on; in a reference
+	// ratio it may also be RoundMedian.
+	LabelRound = "round"
 )
 
 // Options configure a run.
@@ -81,6 +84,15 @@ type Options struct {
 	// first CPUProfile of every measured window into RunDir (EnableCPUProfiling must have switched
 	// their handlers on).
 	CPUProfile time.Duration
+	// Rounds runs the whole scenario set this many times (0 means once), each round on clusters of
+	// its own: one round's clusters are deleted before the next round creates any. Repetitions are
+	// numbered on across rounds, and with more than one round every item carries its round (label
+	// round), so a figure can be set beside what ran right before and after its round.
+	Rounds int
+	// BetweenRounds, when set, runs after round n's clusters are deleted and before round n+1
+	// starts (n from 1), with the machine to itself: perf run --reference runs scheduler_perf there,
+	// so that every round is bracketed by reference runs.
+	BetweenRounds func(ctx context.Context, n int) error
 	// Skipped are scenarios of the selected set that do not fit the cluster; each is recorded as a
 	// skipped case with its reason, so the run says what it did not measure.
 	Skipped  []Skipped
@@ -142,6 +154,8 @@ type runner struct {
 	info  ClusterInfo
 	// api is the gang API version the current cluster serves.
 	api gangapi.API
+	// round is the round running (from 1).
+	round int
 }
 
 func (r *runner) note(format string, args ...any) {
@@ -159,6 +173,28 @@ func (r *runner) all(ctx context.Context) error {
 		}
 	}
 	r.o.Scenarios = order(r.o.Scenarios)
+	for r.round = 1; r.round <= max(r.o.Rounds, 1); r.round++ {
+		if r.round > 1 {
+			// A round starts on fresh clusters, and whatever runs between rounds has the machine.
+			r.closeCluster(ctx)
+			if r.o.BetweenRounds != nil {
+				if err := r.o.BetweenRounds(ctx, r.round-1); err != nil {
+					return fmt.Errorf("after round %d: %w", r.round-1, err)
+				}
+			}
+		}
+		if err := r.roundOnce(ctx); err != nil {
+			if r.o.Rounds > 1 {
+				return fmt.Errorf("round %d: %w", r.round, err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// roundOnce runs every scenario once (with its repetitions).
+func (r *runner) roundOnce(ctx context.Context) error {
 	for i, sc := range r.o.Scenarios {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -312,8 +348,10 @@ func (r *runner) scenario(ctx context.Context, sc *scenario.Scenario, keep bool)
 	if err != nil {
 		return err
 	}
-	for rep := 1; rep <= sc.Repetitions; rep++ {
-		last := rep == sc.Repetitions
+	for k := 1; k <= sc.Repetitions; k++ {
+		// Numbered on across rounds, so each repetition's files and items stay apart.
+		rep := (r.round-1)*sc.Repetitions + k
+		last := k == sc.Repetitions
 		if err := r.repetition(ctx, cs, loadCS, gang, loadGang, sc, rep, keep || !last); err != nil {
 			return fmt.Errorf("repetition %d: %w", rep, err)
 		}
@@ -577,6 +615,9 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 	}
 	log.Info("gathering", "outcome", out, "elapsed", elapsed.Round(time.Millisecond))
 	labels := map[string]string{"scenario": sc.Name, "repetition": strconv.Itoa(rep), "nodes": strconv.Itoa(sc.Cluster.Nodes)}
+	if r.o.Rounds > 1 {
+		labels[LabelRound] = strconv.Itoa(r.round)
+	}
 	var items []results.DataItem
 	gctx, gcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer gcancel()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,6 +30,9 @@ import (
 // exitSLOViolation is the exit code of a run whose figures violate an SLO (the harness worked).
 const exitSLOViolation = 3
 
+// maxRounds bounds --rounds: a round of a 5000-node scenario with its reference takes minutes.
+const maxRounds = 20
+
 type perfRunFlags struct {
 	cluster    clusterFlags
 	scenarios  []string
@@ -47,6 +51,7 @@ type perfRunFlags struct {
 	reference  bool
 	profile    string
 	cpuProfile time.Duration
+	rounds     int
 }
 
 func newPerfCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
@@ -122,6 +127,7 @@ Results are written in every case.`,
 	fs.StringArrayVar(&f.faults, "fault", nil, "inject a fault into each repetition (repeatable): "+perf.FaultForms)
 	fs.StringVar(&f.profile, "profile", perf.ProfileQuiet, "load beside the scheduler: quiet (node leases renewed every 15 min, only the controllers a run needs, bound pods left Pending as in scheduler_perf) or realistic (kubelet-like 10 s lease renewal, every controller, bound pods made Running); ignored with --kubeconfig")
 	fs.DurationVar(&f.cpuProfile, "cpu-profile", 0, "fetch Go CPU profiles of the apiserver and the scheduler over this much of the start of every measured window into the run directory (cpu-SCENARIO-REP-COMPONENT.pprof, for go tool pprof); switches on their /debug/pprof on clusters gangbench creates")
+	fs.IntVar(&f.rounds, "rounds", 1, "run the scenario set this many times, each round on clusters of its own; with --reference, scheduler_perf runs before the first round, between rounds and after the last, each round is compared with the runs right before and after it, and the targets are judged by the median of the rounds' ratios")
 	fs.BoolVar(&f.reference, "reference", false, "run the upstream scheduler_perf workload each scenario names (reference.schedulerPerf) in-process right before and right after the run, and report gangbench's figures as ratios of their mean")
 	return cmd
 }
@@ -199,6 +205,9 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 			return usageError{err}
 		}
 	}
+	if f.rounds < 1 || f.rounds > maxRounds {
+		return usageError{fmt.Errorf("--rounds %d: accepted: 1 to %d", f.rounds, maxRounds)}
+	}
 	if f.cpuProfile < 0 {
 		return usageError{fmt.Errorf("--cpu-profile %s: a profile's length must be positive", f.cpuProfile)}
 	}
@@ -244,17 +253,19 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 		fmt.Fprintf(stderr, "skipping %s: it does not fit this cluster: %s\n", sk.Name, sk.Reason)
 	}
 	var refs *referenceRuns
+	var between func(context.Context, int) error
 	if f.reference {
 		// Before the run, while no cluster runs; the second reference follows the run.
 		if refs, err = newReferenceRuns(ctx, runDir, scs, f, stderr); err != nil {
 			return codedError{err, exitError}
 		}
+		between = refs.between
 	}
 	run, runErr := perf.Run(ctx, perf.Options{
 		Scenarios: scs, Objectives: objectives, Source: source, RunDir: runDir, ID: id, Started: started,
 		SchedulerBinary: f.cluster.schedulerBin, Workers: f.workers, LoadQPS: f.loadQPS, LoadBurst: int(f.loadQPS),
 		PartialGrace: f.grace, QuietWait: quietWait(f.quietWait), Faults: faults, Progress: progress, Log: log, Skipped: skipped, Profile: profile,
-		CPUProfile: f.cpuProfile,
+		CPUProfile: f.cpuProfile, Rounds: f.rounds, BetweenRounds: between,
 	})
 	progress.Wait()
 	if refs != nil && runErr == nil {
@@ -284,20 +295,27 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 // upstream workload right before the run, one right after, and the ratios against their mean. A
 // single reference run after an hour's measurement can land on a machine that has since sped up
 // or slowed down by 10 % or more (seen here); the mean of the two carries the same drift as the run
-// between them, and the drift itself is reported.
+// between them, and the drift itself is reported. With --rounds, a reference run also sits between
+// every two rounds, serving as the one after the first and the one before the second.
 type referenceRuns struct {
 	runDir string
 	scs    []*scenario.Scenario // the run's scenarios that name an upstream workload
 	none   []string             // those that name none
 	f      *perfRunFlags
 	stderr io.Writer
-	before map[string]*perf.ReferenceResult
+	// measure runs scheduler_perf once for every scenario in scs (runReferences; tests stand in).
+	measure func(ctx context.Context, log io.Writer) (map[string]*perf.ReferenceResult, error)
+	// runs[0] ran before the first round, runs[n] after round n.
+	runs []map[string]*perf.ReferenceResult
 }
 
 // newReferenceRuns runs the references before the run. Scenarios without an upstream workload are
 // left out (the run notes them at the end).
 func newReferenceRuns(ctx context.Context, runDir string, scs []*scenario.Scenario, f *perfRunFlags, stderr io.Writer) (*referenceRuns, error) {
 	r := &referenceRuns{runDir: runDir, f: f, stderr: stderr}
+	r.measure = func(ctx context.Context, log io.Writer) (map[string]*perf.ReferenceResult, error) {
+		return runReferences(ctx, r.scs, f.cluster.k8sVersion, k8sbin.Options{CacheDir: f.cluster.cacheDir, Progress: stderr}, log, stderr, "")
+	}
 	for _, sc := range scs {
 		if sc.Reference != nil {
 			r.scs = append(r.scs, sc)
@@ -311,30 +329,50 @@ func newReferenceRuns(ctx context.Context, runDir string, scs []*scenario.Scenar
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return nil, err
 	}
-	before, err := r.runAll(ctx, "before")
-	if err != nil {
-		return nil, err
-	}
-	r.before = before
-	return r, nil
+	return r, r.runAll(ctx)
 }
 
-func (r *referenceRuns) runAll(ctx context.Context, when string) (map[string]*perf.ReferenceResult, error) {
-	log, err := os.Create(filepath.Join(r.runDir, "reference-"+when+".log"))
+// when names reference run n: "before", "after" for a single round, "after round n" for rounds.
+func (r *referenceRuns) when(n int) string {
+	switch {
+	case n == 0:
+		return "before"
+	case r.f.rounds == 1:
+		return "after"
+	}
+	return fmt.Sprintf("after round %d", n)
+}
+
+// runAll runs the next reference of every scenario.
+func (r *referenceRuns) runAll(ctx context.Context) error {
+	when := r.when(len(r.runs))
+	log, err := os.Create(filepath.Join(r.runDir, "reference-"+strings.ReplaceAll(when, " ", "-")+".log"))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer log.Close()
-	fmt.Fprintf(r.stderr, "reference: scheduler_perf %s the run\n", when)
-	refs, err := runReferences(ctx, r.scs, r.f.cluster.k8sVersion, k8sbin.Options{CacheDir: r.f.cluster.cacheDir, Progress: r.stderr}, log, r.stderr, "")
+	fmt.Fprintf(r.stderr, "reference: scheduler_perf %s\n", when)
+	refs, err := r.measure(ctx, log)
 	if err != nil {
-		return nil, fmt.Errorf("reference (%s the run): %w", when, err)
+		return fmt.Errorf("reference (%s): %w", when, err)
 	}
-	return refs, nil
+	r.runs = append(r.runs, refs)
+	return nil
 }
 
-// finish runs the references after the run and records both, and the ratios, in the run (run.json
-// is written again).
+// between runs the references after round n (perf.Options.BetweenRounds).
+func (r *referenceRuns) between(ctx context.Context, n int) error {
+	if len(r.scs) == 0 {
+		return nil
+	}
+	if len(r.runs) != n {
+		return fmt.Errorf("reference after round %d: %d reference runs so far, want %d", n, len(r.runs), n)
+	}
+	return r.runAll(ctx)
+}
+
+// finish runs the references after the last round and records them all, and the ratios (per round
+// and their median, with rounds), in the run (run.json is written again).
 func (r *referenceRuns) finish(ctx context.Context, run *results.Run) error {
 	for _, sc := range r.none {
 		run.Notes = append(run.Notes, "reference: scenario "+sc+" names no scheduler_perf workload")
@@ -342,16 +380,27 @@ func (r *referenceRuns) finish(ctx context.Context, run *results.Run) error {
 	if len(r.scs) == 0 {
 		return nil
 	}
-	after, err := r.runAll(ctx, "after")
-	if err != nil {
+	if err := r.runAll(ctx); err != nil {
 		return err
 	}
 	for _, sc := range r.scs {
-		run.DataItems = append(run.DataItems, perf.ReferenceItems(sc.Name, "before", r.before[sc.Name])...)
-		run.DataItems = append(run.DataItems, perf.ReferenceItems(sc.Name, "after", after[sc.Name])...)
-		mean, drift := perf.BracketReference(r.before[sc.Name], after[sc.Name])
-		ratio, _ := perf.ReferenceRatios(run, sc.Name, mean, drift)
-		run.DataItems = append(run.DataItems, ratio)
+		for n, refs := range r.runs {
+			run.DataItems = append(run.DataItems, perf.ReferenceItems(sc.Name, r.when(n), refs[sc.Name])...)
+		}
+		var rounds []results.DataItem
+		for n := 1; n < len(r.runs); n++ {
+			round := ""
+			if r.f.rounds > 1 {
+				round = strconv.Itoa(n)
+			}
+			if item, ok := perf.BracketRatios(run, sc.Name, round, r.runs[n-1][sc.Name], r.runs[n][sc.Name]); ok {
+				rounds = append(rounds, item)
+			}
+		}
+		run.DataItems = append(run.DataItems, rounds...)
+		if r.f.rounds > 1 {
+			run.DataItems = append(run.DataItems, perf.MedianRatio(rounds))
+		}
 	}
 	return results.Write(r.runDir, run)
 }

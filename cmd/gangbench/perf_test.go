@@ -41,6 +41,8 @@ func TestPerfUsageErrors(t *testing.T) {
 		{[]string{"run", "--scenario", "smoke", "--fault", "gpu-unhealthy:1x999@50%"}, `--fault: fault gpu-unhealthy:1x999@50%: GPUs on 999 nodes, but scenario smoke has`},
 		{[]string{"run", "--scenario", "smoke", "--fault", "gpu-unhealthy:2x1:0s@50%"}, `HOLD "0s" is not a positive duration`},
 		{[]string{"run", "--scenario", "smoke", "--provider", "kind", "--kwok-nodes", "3"}, "--kwok-nodes: perf run derives the kwok nodes"},
+		{[]string{"run", "--scenario", "smoke", "--rounds", "0"}, "--rounds 0: accepted: 1 to 20"},
+		{[]string{"run", "--scenario", "smoke", "--rounds", "21", "--reference"}, "--rounds 21: accepted: 1 to 20"},
 		{[]string{"report", "--format", "yaml", "../../perf/testdata/runs/default-500"}, `--format "yaml": accepted: text, markdown, json, bench`},
 	} {
 		_, err := execPerf(t, tc.args...)

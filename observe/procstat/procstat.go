@@ -157,7 +157,10 @@ func (r Root) Descendants(pid int) ([]int, error) {
 type Machine struct {
 	// Busy and Total are summed over all CPUs since boot; Busy leaves out idle and iowait.
 	Busy, Total time.Duration
-	CPUs        int
+	// Steal is the part of Busy the hypervisor ran something else on this machine's CPUs: time a
+	// virtual machine's processes were ready to run and could not, though no process here ran.
+	Steal time.Duration
+	CPUs  int
 }
 
 // ReadMachine reads /proc/stat.
@@ -186,6 +189,9 @@ func (r Root) ReadMachine() (Machine, error) {
 				m.Total += d
 				if i != 3 && i != 4 {
 					m.Busy += d
+				}
+				if i == 7 {
+					m.Steal = d
 				}
 			}
 		case strings.HasPrefix(line, "cpu"):

@@ -71,13 +71,15 @@ func TestDescendants(t *testing.T) {
 
 func TestReadMachine(t *testing.T) {
 	dir := t.TempDir()
-	write(t, dir, "stat", "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 50 0 25 400 25 0 0 0 0 0\ncpu1 50 0 25 400 25 0 0 0 0 0\nintr 1\n")
+	// user nice system idle iowait irq softirq steal guest guest_nice: guest is inside user, so
+	// the 7 ticks of guest time are not counted twice; the 20 of steal are busy (not idle here).
+	write(t, dir, "stat", "cpu  100 0 50 800 50 0 0 20 7 0\ncpu0 50 0 25 400 25 0 0 10 7 0\ncpu1 50 0 25 400 25 0 0 10 0 0\nintr 1\n")
 	m, err := Root(dir).ReadMachine()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Busy != 1500*time.Millisecond || m.Total != 10*time.Second || m.CPUs != 2 {
-		t.Errorf("ReadMachine = %+v, want 1.5 s busy of 10 s on 2 CPUs", m)
+	if m.Busy != 1700*time.Millisecond || m.Total != 10200*time.Millisecond || m.Steal != 200*time.Millisecond || m.CPUs != 2 {
+		t.Errorf("ReadMachine = %+v, want 1.7 s busy (0.2 s of it stolen) of 10.2 s on 2 CPUs", m)
 	}
 }
 

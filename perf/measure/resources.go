@@ -24,7 +24,8 @@ const (
 	// ItemResources is one component's CPU time, CPU share, window peak RSS and run-queue wait;
 	// label component.
 	ItemResources = "resources"
-	// ItemMachineCPU is the machine's CPUs during the window: how many cores were busy on average.
+	// ItemMachineCPU is the machine's CPUs during the window: how many cores were busy on average
+	// (Value), of them how many the hypervisor took for others (StealCores), and the CPUs.
 	ItemMachineCPU = "machineCPU"
 	// Harness is the component label of gangbench's own process (load generator, watches, scrapes).
 	Harness clusters.Component = "harness"
@@ -40,6 +41,10 @@ const resolveEvery = 5 * time.Second
 // starvedShare: a scheduler whose threads waited for a CPU this fraction of the time they were
 // runnable was limited by its neighbours, not by its own code.
 const starvedShare = 0.2
+
+// stolenCores: steal time of this many cores on average is noted; a tenth of a core is well above
+// what an idle hypervisor takes and enough to move a binding rate.
+const stolenCores = 0.1
 
 type resources struct {
 	env    *Env
@@ -186,13 +191,19 @@ func (m *resources) Gather(ctx context.Context) ([]results.DataItem, error) {
 	}
 	// Busy cores from the counters alone (busy share of all CPU time, times the CPUs), so that the
 	// figure does not depend on how the harness's own clock lines up with the kernel's ticks.
-	busy := 0.0
+	busy, steal := 0.0, 0.0
 	if dt := mc.Total - m.m0.Total; dt > 0 {
 		busy = float64(mc.CPUs) * (mc.Busy - m.m0.Busy).Seconds() / dt.Seconds()
+		steal = float64(mc.CPUs) * (mc.Steal - m.m0.Steal).Seconds() / dt.Seconds()
 	}
 	items = append(items, results.DataItem{Name: ItemMachineCPU, Unit: "cores", Data: map[string]float64{
-		Value: busy, "CPUs": float64(mc.CPUs), "WindowSeconds": wall.Seconds(),
+		Value: busy, "StealCores": steal, "CPUs": float64(mc.CPUs), "WindowSeconds": wall.Seconds(),
 	}})
+	if steal >= stolenCores {
+		// Stolen time counts as busy but ran none of the cluster: the same work then takes longer
+		// on the wall clock than on a machine of its own.
+		m.env.note("the host took %.2f of this machine's %d cores on average during the window (steal time): the figures are slower than the machine alone would give", steal, mc.CPUs)
+	}
 	if s := per[clusters.Scheduler]; s != nil {
 		if run := s.cpu + s.wait; run > 0 && s.wait.Seconds()/run.Seconds() >= starvedShare {
 			m.env.note("the scheduler was CPU-starved: its threads waited %.1f s for a CPU while runnable, against %.1f s running (%.0f%% of its runnable time); the figures measure the machine as much as the scheduler", s.wait.Seconds(), s.cpu.Seconds(), 100*s.wait.Seconds()/run.Seconds())

@@ -37,8 +37,11 @@ func (f fakeProc) proc(pid, ticks, rssMiB, waitMS, start int) {
 	f.write(fmt.Sprintf("%d/task/%d/schedstat", pid, pid), fmt.Sprintf("0 %d 1\n", waitMS*1_000_000))
 }
 
-func (f fakeProc) machine(busyTicks, idleTicks int) {
-	f.write("stat", fmt.Sprintf("cpu  %d 0 0 %d 0 0 0 0 0 0\ncpu0 0\ncpu1 0\n", busyTicks, idleTicks))
+func (f fakeProc) machine(busyTicks, idleTicks int) { f.machineStolen(busyTicks, idleTicks, 0) }
+
+// machineStolen: busyTicks of user time and stealTicks stolen by the host besides.
+func (f fakeProc) machineStolen(busyTicks, idleTicks, stealTicks int) {
+	f.write("stat", fmt.Sprintf("cpu  %d 0 0 %d 0 0 0 %d 0 0\ncpu0 0\ncpu1 0\n", busyTicks, idleTicks, stealTicks))
 }
 
 func resourceItem(t *testing.T, items []results.DataItem, component string) results.DataItem {
@@ -136,5 +139,49 @@ func TestResourcesNotStarved(t *testing.T) {
 	}
 	if len(notes) != 0 {
 		t.Errorf("notes %q, want none", notes)
+	}
+}
+
+// TestResourcesSteal: time the host took from this machine during the window is reported, and noted
+// once it is a tenth of a core or more; the busy cores include it.
+func TestResourcesSteal(t *testing.T) {
+	for _, tc := range []struct {
+		steal     int // ticks stolen during a window of 20000 ticks on 2 CPUs
+		wantCores float64
+		noted     bool
+	}{
+		{steal: 0, wantCores: 0},
+		{steal: 500, wantCores: 0.05},
+		{steal: 2000, wantCores: 0.2, noted: true},
+	} {
+		f := fakeProc{t: t, dir: t.TempDir()}
+		f.machineStolen(0, 10000, 0)
+		var notes []string
+		env := &Env{
+			Cluster: &clusters.Cluster{Processes: func(context.Context) (map[clusters.Component][]int, error) { return nil, nil }},
+			Note:    func(format string, args ...any) { notes = append(notes, fmt.Sprintf(format, args...)) },
+		}
+		m := &resources{env: env, root: procstat.Root(f.dir)}
+		if err := m.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		f.machineStolen(5000, 25000-tc.steal, tc.steal)
+		items, err := m.Gather(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var machine results.DataItem
+		for _, d := range items {
+			if d.Name == ItemMachineCPU {
+				machine = d
+			}
+		}
+		if !near(machine.Data["StealCores"], tc.wantCores) || !near(machine.Data[Value], 0.5+tc.wantCores) {
+			t.Errorf("steal %d ticks: machine %v, want %.2f cores stolen, %.2f busy", tc.steal, machine.Data, tc.wantCores, 0.5+tc.wantCores)
+		}
+		noted := strings.Contains(strings.Join(notes, "\n"), fmt.Sprintf("the host took %.2f of this machine's 2 cores", tc.wantCores))
+		if noted != tc.noted {
+			t.Errorf("steal %d ticks: noted %v, want %v (notes %q)", tc.steal, noted, tc.noted, notes)
+		}
 	}
 }

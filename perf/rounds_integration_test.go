@@ -1,0 +1,77 @@
+package perf_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gangbench/gangbench/observe/timeline"
+	"github.com/gangbench/gangbench/perf"
+	"github.com/gangbench/gangbench/perf/measure"
+	"github.com/gangbench/gangbench/perf/scenario"
+)
+
+// TestIntegrationRounds runs the integration workload in two rounds on a real local cluster each:
+// between them the first round's cluster is gone (so a reference run there has the machine to
+// itself), and every item and event says which round and repetition it belongs to.
+func TestIntegrationRounds(t *testing.T) {
+	skipShort(t)
+	sc, err := scenario.LoadFile(filepath.Join("testdata", "scenarios", "integration.yaml"), scenario.Options{Measurements: []string{measure.BindingRate}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := localSource(t, "perf-rounds")
+	runDir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var between []int
+	run, err := perf.Run(ctx, perf.Options{Scenarios: []*scenario.Scenario{sc}, Source: src, RunDir: runDir, Rounds: 2,
+		BetweenRounds: func(_ context.Context, n int) error {
+			between = append(between, n)
+			if ents, err := os.ReadDir(src.StateDir); err != nil || len(ents) != 0 {
+				t.Errorf("after round %d the cluster must be gone before anything runs between rounds: %v %v", n, ents, err)
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatalf("run: %v\nnotes: %v", err, run.Notes)
+	}
+	if len(between) != 1 || between[0] != 1 {
+		t.Errorf("between rounds ran after rounds %v, want [1]", between)
+	}
+	got := map[[2]string]float64{}
+	for _, d := range run.DataItems {
+		if d.Name == measure.ItemBindingRate && d.Labels["phase"] == "" {
+			got[[2]string{d.Labels[perf.LabelRound], d.Labels["repetition"]}] = d.Data["Count"]
+		}
+	}
+	if len(got) != 2 || got[[2]string{"1", "1"}] != 300 || got[[2]string{"2", "2"}] != 300 {
+		t.Errorf("binding rate items by (round, repetition): %v, want 300 binds in (1, 1) and in (2, 2)", got)
+	}
+	f, err := os.Open(filepath.Join(runDir, perf.EventsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	binds := map[int]int{}
+	lines := bufio.NewScanner(f)
+	for lines.Scan() {
+		var e timeline.Event
+		if err := json.Unmarshal(lines.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Kind == timeline.PodBound {
+			binds[e.Rep]++
+		}
+	}
+	if len(binds) != 2 || binds[1] != 300 || binds[2] != 300 {
+		t.Errorf("binds in events.jsonl by repetition: %v, want 300 in each of 1 and 2", binds)
+	}
+	if ents, _ := os.ReadDir(src.StateDir); len(ents) != 0 {
+		t.Errorf("cluster state left behind: %v", ents)
+	}
+}
