@@ -58,7 +58,9 @@ type ReferenceResult struct {
 	Benchmark string
 	// Items are scheduler_perf's data items as it wrote them, keyed by labels.Metric.
 	Items map[string]results.DataItem
-	Wall  time.Duration
+	// Started and Wall are when the benchmark process started and how long it ran.
+	Started time.Time
+	Wall    time.Duration
 }
 
 // Figure returns a bucket ("Average", "Perc50") of a reference metric.
@@ -145,7 +147,7 @@ func RunReference(ctx context.Context, o ReferenceOptions) (*ReferenceResult, er
 	if err != nil {
 		return nil, fmt.Errorf("scheduler_perf %s: %w\n--- last lines ---\n%s", o.Reference.Benchmark(), err, tail.String())
 	}
-	res.Benchmark, res.Wall = o.Reference.Benchmark(), wall
+	res.Benchmark, res.Started, res.Wall = o.Reference.Benchmark(), start, wall
 	if _, ok := res.Items[RefThroughput]; !ok {
 		return nil, fmt.Errorf("scheduler_perf %s wrote no %s (did the workload run?)\n--- last lines ---\n%s", o.Reference.Benchmark(), RefThroughput, tail.String())
 	}

@@ -180,15 +180,23 @@ func TestReferenceRounds(t *testing.T) {
 		return &ReferenceResult{Benchmark: "b", Items: map[string]results.DataItem{
 			RefThroughput: {Unit: "pods/s", Data: map[string]float64{"Average": tput}},
 			RefAttempt:    {Unit: "ms", Data: map[string]float64{"Average": 10}},
+			// The speed probe's unit took 500 µs while each reference ran.
+			RefMachineSpeed: MachineSpeedItem(500*time.Microsecond, 40),
 		}}
 	}
 	refs := []*ReferenceResult{ref(100), ref(100), ref(120), ref(80)}
 	run := &results.Run{}
-	for round, fig := range map[string]struct{ rate, attempt float64 }{"1": {80, 0.011}, "2": {99, 0.014}, "3": {50, 0.012}} {
+	for round, fig := range map[string]struct {
+		rate, attempt float64
+		probe         time.Duration
+	}{"1": {80, 0.011, 600 * time.Microsecond}, "2": {99, 0.014, 500 * time.Microsecond}, "3": {50, 0.012, 750 * time.Microsecond}} {
 		l := map[string]string{"scenario": "s", "repetition": round, LabelRound: round}
+		speed := MachineSpeedItem(fig.probe, 100)
+		speed.Labels = l
 		run.DataItems = append(run.DataItems,
 			results.DataItem{Name: measure.ItemBindingRate, Labels: l, Data: map[string]float64{"Average": fig.rate}},
-			results.DataItem{Name: "podGroupAttemptDuration", Unit: "s", Labels: l, Data: map[string]float64{"Average": fig.attempt}})
+			results.DataItem{Name: "podGroupAttemptDuration", Unit: "s", Labels: l, Data: map[string]float64{"Average": fig.attempt}},
+			speed)
 	}
 	var rounds []results.DataItem
 	for n := 1; n <= 3; n++ {
@@ -199,14 +207,14 @@ func TestReferenceRounds(t *testing.T) {
 		rounds = append(rounds, item)
 	}
 	// Round 2: 99 pods/s against the mean of 100 and 120; 14 ms against 10.
-	if r := rounds[1]; r.Labels[LabelRound] != "2" || !near(r.Data["BindingRate"], 0.9) || !near(r.Data["AttemptDuration"], 1.4) ||
+	if r := rounds[1]; r.Labels[LabelRound] != "2" || !near(r.Data["BindingRate"], 0.9) || !near(r.Data["AttemptDuration"], 1.4) || !near(r.Data["MachineSpeed"], 1) ||
 		r.Data["ReferenceThroughputBefore"] != 100 || r.Data["ReferenceThroughputAfter"] != 120 {
 		t.Errorf("round 2: %+v", r)
 	}
 	med := MedianRatio(rounds)
 	if med.Labels[LabelRound] != RoundMedian || med.Labels["scenario"] != "s" || med.Data["Rounds"] != 3 ||
 		!near(med.Data["BindingRate"], 0.8) || !near(med.Data["BindingRateMin"], 0.5) || !near(med.Data["BindingRateMax"], 0.9) ||
-		!near(med.Data["AttemptDuration"], 1.2) {
+		!near(med.Data["AttemptDuration"], 1.2) || !near(med.Data["MachineSpeed"], 1.2) || !near(med.Data["MachineSpeedMax"], 1.5) {
 		t.Errorf("median: %+v", med)
 	}
 	run.DataItems = append(run.DataItems, rounds...)
@@ -219,7 +227,7 @@ func TestReferenceRounds(t *testing.T) {
 		!strings.Contains(sec[1], "mean of 100.0 right before and 120.0 right after the run") {
 		t.Errorf("round 2 line: %q", sec[1])
 	}
-	if want := "s vs scheduler_perf b, median of 3 rounds: binding rate 0.80× [rounds 0.50–0.90×] (target ≥ 0.80×, target met), podgroup attempt 1.20× [rounds 1.10–1.40×] (target ≤ 1.25×, target met)"; sec[3] != want {
+	if want := "s vs scheduler_perf b, median of 3 rounds: binding rate 0.80× [rounds 0.50–0.90×] (target ≥ 0.80×, target met), podgroup attempt 1.20× [rounds 1.10–1.40×] (target ≤ 1.25×, target met), machine speed probe 1.20× [rounds 1.00–1.50×] (600 µs against 500; above 1, slower for gangbench)"; sec[3] != want {
 		t.Errorf("median line:\n%q, want\n%q", sec[3], want)
 	}
 	// One slower round moves the median below the target.

@@ -123,6 +123,13 @@ func ReferenceRatios(run *results.Run, scenario string, r *ReferenceResult, drif
 			lines = append(lines, cpuPerPodLine(all, per, cores, n, ref))
 		}
 	}
+	if ref, ok := r.Figure(RefMachineSpeed, measure.Value); ok && ref > 0 {
+		if gb, n := runMedian(run, scenario, ItemMachineSpeed, measure.Value); n > 0 {
+			item.Data["MachineSpeed"] = gb / ref
+			item.Data["ProbeMicros"], item.Data["ReferenceProbeMicros"] = gb, ref
+			lines = append(lines, fmt.Sprintf("machine speed: the speed probe's unit took %.0f µs of CPU in gangbench's windows (median of %d) against %.0f µs during scheduler_perf's: %.2f× (above 1, the machine ran slower for gangbench)", gb, n, ref, gb/ref))
+		}
+	}
 	if len(lines) == 0 {
 		lines = append(lines, "no figures to compare: the run has no binding rate or podgroup attempt duration for "+scenario)
 	}
@@ -137,6 +144,10 @@ func RatioLines(run *results.Run, scenario string, r *ReferenceResult) []string 
 	_, lines := ReferenceRatios(run, scenario, r, 0)
 	return lines
 }
+
+// RefMachineSpeed is the speed probe's figure during a reference run (MachineSpeedItem's Data),
+// kept among the reference's items so that BracketReference averages it like the others.
+const RefMachineSpeed = "machineSpeed"
 
 // RoundMedian is the round label of the reference ratio that summarises the rounds of a run.
 const RoundMedian = "median"
@@ -181,7 +192,7 @@ func BracketRatios(run *results.Run, scenario, round string, before, after *Refe
 }
 
 // ratioKeys are the reference ratios whose spread over rounds MedianRatio reports.
-var ratioKeys = []string{"BindingRate", "BindingRateSinceFirstBind", "AttemptDuration", "CPUPerPod"}
+var ratioKeys = []string{"BindingRate", "BindingRateSinceFirstBind", "AttemptDuration", "CPUPerPod", "MachineSpeed"}
 
 // MedianRatio summarises one scenario's per-round reference ratios (round label set): each ratio's
 // median over the rounds that have it, with its lowest and highest (key+"Min", key+"Max"), and
@@ -198,7 +209,7 @@ func MedianRatio(rounds []results.DataItem) results.DataItem {
 			item.Labels[k] = v
 		}
 	}
-	for _, k := range append(slices.Clone(ratioKeys), "ReferenceDrift", "CPUPerPodMs", "ReferenceCPUPerPodMs") {
+	for _, k := range append(slices.Clone(ratioKeys), "ReferenceDrift", "CPUPerPodMs", "ReferenceCPUPerPodMs", "ProbeMicros", "ReferenceProbeMicros") {
 		var vs []float64
 		for _, r := range rounds {
 			if v, ok := r.Data[k]; ok {
@@ -263,6 +274,9 @@ func ReferenceSection(r *results.Run) []string {
 		}
 		if v, ok := d.Data["CPUPerPod"]; ok {
 			s += fmt.Sprintf(", CPU per pod bound %.2f×%s (%.1f ms against %.1f)", v, spread("CPUPerPod"), d.Data["CPUPerPodMs"], d.Data["ReferenceCPUPerPodMs"])
+		}
+		if v, ok := d.Data["MachineSpeed"]; ok {
+			s += fmt.Sprintf(", machine speed probe %.2f×%s (%.0f µs against %.0f; above 1, slower for gangbench)", v, spread("MachineSpeed"), d.Data["ProbeMicros"], d.Data["ReferenceProbeMicros"])
 		}
 		if round != RoundMedian {
 			s += referenceThroughputs(r, d)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gangbench/gangbench/observe/speedprobe"
 	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf"
 	"github.com/gangbench/gangbench/perf/measure"
@@ -29,7 +30,15 @@ func TestIntegrationRounds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var between []int
-	run, err := perf.Run(ctx, perf.Options{Scenarios: []*scenario.Scenario{sc}, Source: src, RunDir: runDir, Rounds: 2,
+	pctx, stop := context.WithCancel(ctx)
+	probe := speedprobe.Start(pctx, 100*time.Millisecond)
+	defer func() {
+		stop()
+		if err := probe.Wait(); err != nil {
+			t.Error(err)
+		}
+	}()
+	run, err := perf.Run(ctx, perf.Options{Scenarios: []*scenario.Scenario{sc}, Source: src, RunDir: runDir, Rounds: 2, SpeedProbe: probe,
 		BetweenRounds: func(_ context.Context, n int) error {
 			between = append(between, n)
 			if ents, err := os.ReadDir(src.StateDir); err != nil || len(ents) != 0 {
@@ -44,13 +53,21 @@ func TestIntegrationRounds(t *testing.T) {
 		t.Errorf("between rounds ran after rounds %v, want [1]", between)
 	}
 	got := map[[2]string]float64{}
+	speeds := map[string]float64{}
 	for _, d := range run.DataItems {
+		if d.Name == perf.ItemMachineSpeed {
+			speeds[d.Labels[perf.LabelRound]] = d.Data[measure.Value]
+		}
 		if d.Name == measure.ItemBindingRate && d.Labels["phase"] == "" {
 			got[[2]string{d.Labels[perf.LabelRound], d.Labels["repetition"]}] = d.Data["Count"]
 		}
 	}
 	if len(got) != 2 || got[[2]string{"1", "1"}] != 300 || got[[2]string{"2", "2"}] != 300 {
 		t.Errorf("binding rate items by (round, repetition): %v, want 300 binds in (1, 1) and in (2, 2)", got)
+	}
+	// The speed probe ran through both windows.
+	if len(speeds) != 2 || speeds["1"] <= 0 || speeds["2"] <= 0 {
+		t.Errorf("machine speed by round: %v, want a figure for each of 1 and 2", speeds)
 	}
 	f, err := os.Open(filepath.Join(runDir, perf.EventsFile))
 	if err != nil {

@@ -33,6 +33,7 @@ import (
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/kwok"
 	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/observe/speedprobe"
 	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf/loadgen"
 	"github.com/gangbench/gangbench/perf/measure"
@@ -49,6 +50,9 @@ const (
 	// ItemHarness describes this process: peak RSS and CPU, so a run shows the harness was not the
 	// bottleneck.
 	ItemHarness = "harness"
+	// ItemMachineSpeed is the CPU time the speed probe's fixed work unit took in the window
+	// (observe/speedprobe), median of its Samples: larger is a slower machine.
+	ItemMachineSpeed = "machineSpeed"
 	// LabelRound is the round (Options.Rounds) an item was measured in, "1" on; in a reference
 	// ratio it may also be RoundMedian.
 	LabelRound = "round"
@@ -93,6 +97,9 @@ type Options struct {
 	// starts (n from 1), with the machine to itself: perf run --reference runs scheduler_perf there,
 	// so that every round is bracketed by reference runs.
 	BetweenRounds func(ctx context.Context, n int) error
+	// SpeedProbe, when set, runs for the whole run: every measured window then gets the machine's
+	// speed in it (ItemMachineSpeed), to set beside other runs' windows.
+	SpeedProbe *speedprobe.Probe
 	// Skipped are scenarios of the selected set that do not fit the cluster; each is recorded as a
 	// skipped case with its reason, so the run says what it did not measure.
 	Skipped  []Skipped
@@ -640,6 +647,9 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 		items = append(items, fitems...)
 	}
 	items = append(items, creationItem(created, items))
+	if unit, n := r.o.SpeedProbe.Between(windowStart, windowStart.Add(elapsed)); n > 0 {
+		items = append(items, MachineSpeedItem(unit, n))
+	}
 	if quiet != nil {
 		items = append(items, *quiet)
 	}
@@ -880,6 +890,13 @@ func (r *runner) finish(runErr error, interrupted bool) {
 	if runErr != nil {
 		run.Cases = append(run.Cases, results.Case{ID: "HARNESS", Suite: "harness", Name: "the benchmark ran to the end", Verdict: results.Error, Message: runErr.Error()})
 	}
+}
+
+// MachineSpeedItem is ItemMachineSpeed for a window: the probe's median unit and its sample count.
+func MachineSpeedItem(unit time.Duration, samples int) results.DataItem {
+	return results.DataItem{Name: ItemMachineSpeed, Unit: "µs", Data: map[string]float64{
+		measure.Value: float64(unit) / float64(time.Microsecond), "Samples": float64(samples),
+	}}
 }
 
 // dedupe drops objectives that repeat an earlier one (same expression and scenarios).

@@ -21,6 +21,7 @@ import (
 	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/observe/speedprobe"
 	"github.com/gangbench/gangbench/perf"
 	"github.com/gangbench/gangbench/perf/scenario"
 	"github.com/gangbench/gangbench/perf/slo"
@@ -255,9 +256,18 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 	}
 	var refs *referenceRuns
 	var between func(context.Context, int) error
+	var probe *speedprobe.Probe
 	if f.reference {
+		// The machine's speed over the whole run, so that each window, gangbench's and the
+		// references', can be set beside the others.
+		pctx, stop := context.WithCancel(ctx)
+		probe = speedprobe.Start(pctx, speedprobe.DefaultInterval)
+		defer func() {
+			stop()
+			_ = probe.Wait() // a probe that failed only leaves its figure out
+		}()
 		// Before the run, while no cluster runs; the second reference follows the run.
-		if refs, err = newReferenceRuns(ctx, runDir, scs, f, stderr); err != nil {
+		if refs, err = newReferenceRuns(ctx, runDir, scs, f, probe, stderr); err != nil {
 			return codedError{err, exitError}
 		}
 		between = refs.between
@@ -266,7 +276,7 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 		Scenarios: scs, Objectives: objectives, Source: source, RunDir: runDir, ID: id, Started: started,
 		SchedulerBinary: f.cluster.schedulerBin, Workers: f.workers, LoadQPS: f.loadQPS, LoadBurst: int(f.loadQPS),
 		PartialGrace: f.grace, QuietWait: quietWait(f.quietWait), Faults: faults, Progress: progress, Log: log, Skipped: skipped, Profile: profile,
-		CPUProfile: f.cpuProfile, Rounds: f.rounds, BetweenRounds: between,
+		CPUProfile: f.cpuProfile, Rounds: f.rounds, BetweenRounds: between, SpeedProbe: probe,
 	})
 	progress.Wait()
 	if refs != nil && runErr == nil {
@@ -308,12 +318,14 @@ type referenceRuns struct {
 	measure func(ctx context.Context, log io.Writer) (map[string]*perf.ReferenceResult, error)
 	// runs[0] ran before the first round, runs[n] after round n.
 	runs []map[string]*perf.ReferenceResult
+	// probe is the run's speed probe: each reference gets the machine's speed while it ran.
+	probe *speedprobe.Probe
 }
 
 // newReferenceRuns runs the references before the run. Scenarios without an upstream workload are
 // left out (the run notes them at the end).
-func newReferenceRuns(ctx context.Context, runDir string, scs []*scenario.Scenario, f *perfRunFlags, stderr io.Writer) (*referenceRuns, error) {
-	r := &referenceRuns{runDir: runDir, f: f, stderr: stderr}
+func newReferenceRuns(ctx context.Context, runDir string, scs []*scenario.Scenario, f *perfRunFlags, probe *speedprobe.Probe, stderr io.Writer) (*referenceRuns, error) {
+	r := &referenceRuns{runDir: runDir, f: f, stderr: stderr, probe: probe}
 	r.measure = func(ctx context.Context, log io.Writer) (map[string]*perf.ReferenceResult, error) {
 		return runReferences(ctx, r.scs, f.cluster.k8sVersion, k8sbin.Options{CacheDir: f.cluster.cacheDir, Progress: stderr}, log, stderr, "")
 	}
@@ -356,6 +368,11 @@ func (r *referenceRuns) runAll(ctx context.Context) error {
 	refs, err := r.measure(ctx, log)
 	if err != nil {
 		return fmt.Errorf("reference (%s): %w", when, err)
+	}
+	for _, res := range refs {
+		if unit, n := r.probe.Between(res.Started, res.Started.Add(res.Wall)); n > 0 {
+			res.Items[perf.RefMachineSpeed] = perf.MachineSpeedItem(unit, n)
+		}
 	}
 	r.runs = append(r.runs, refs)
 	return nil
