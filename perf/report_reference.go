@@ -196,9 +196,10 @@ var ratioKeys = []string{"BindingRate", "BindingRateSinceFirstBind", "AttemptDur
 
 // MedianRatio summarises one scenario's per-round reference ratios (round label set): each ratio's
 // median over the rounds that have it, with its lowest and highest (key+"Min", key+"Max"), and
-// how many rounds there were. One round's ratio can land on a minute when the machine slowed the
-// run and not its references (seen here: 0.67× and 0.93× a quarter of an hour apart); the median
-// of rounds, each bracketed by its own references, is what a target is judged by.
+// how many rounds there were. One round's ratio can land on minutes when gangbench's processes
+// were charged a third more CPU for the same work and the references were not (seen here: 0.67×
+// and 0.93× a quarter of an hour apart); the median of rounds, each bracketed by its own
+// references, is what a target is judged by.
 func MedianRatio(rounds []results.DataItem) results.DataItem {
 	item := results.DataItem{Name: ItemReferenceRatio, Unit: "×", Labels: map[string]string{LabelRound: RoundMedian}, Data: map[string]float64{"Rounds": float64(len(rounds))}}
 	if len(rounds) == 0 {
