@@ -1,10 +1,10 @@
 // Package speedprobe measures how fast the machine's CPUs run a fixed piece of work, over time.
 //
-// On a shared virtual machine the same instructions can take a third more CPU time in one minute
-// than in the next (a busy sibling hyperthread on the host, or the host running something else on
-// the vCPU without reporting it as steal time), and every process's CPU time inflates alike. A
-// benchmark that compares two tools run minutes apart then compares the machine as much as the
-// tools. The probe runs a small fixed work unit every interval on a thread of its own and records
+// On a shared virtual machine the same instructions may take more CPU time in one minute than in
+// the next (a busy sibling hyperthread on the host, or the host running something else on the vCPU
+// without reporting it as steal time), and then every process's CPU time inflates alike. A
+// benchmark that compares two tools run minutes apart would then compare the machine as much as
+// the tools; the probe says whether that happened. It runs a small fixed work unit every interval on a thread of its own and records
 // the thread CPU time the unit took: CPU time, not wall time, so a probe that waits for a CPU on a
 // saturated machine is not counted slower, only one whose CPU ran slower.
 package speedprobe
