@@ -3,6 +3,7 @@ package lab
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
@@ -136,13 +137,36 @@ func TestVerdict2(t *testing.T) {
 }
 
 func TestVerdict4(t *testing.T) {
-	ok := snapshot{Pods: pods("team-c-0@n", "team-c-1@n", "team-c-2@n", "team-c-3@n", "team-c-4"), WorkerGPUs: 8, Groups: []schedv1beta1.PodGroup{group("team-c", "True", "Scheduled", "")}}
-	if v := verdict4(ok); !v.Reproduced {
+	four := pods("team-c-0@n", "team-c-1@n", "team-c-2@n", "team-c-3@n", "team-c-4")
+	ok := snapshot{Pods: four, WorkerGPUs: 8, Groups: []schedv1beta1.PodGroup{group("team-c", "True", "Scheduled", "")}}
+	if v := verdict4(ok, nil); !v.Reproduced {
 		t.Errorf("the lab's outcome: %+v", v)
 	}
 	quota := snapshot{Pods: pods("team-c-0@n", "team-c-1@n", "team-c-2@n", "team-c-3", "team-c-4"), WorkerGPUs: 6, Groups: ok.Groups}
-	if v := verdict4(quota); v.Reproduced || !strings.Contains(strings.Join(v.Findings, " "), "quota") {
+	if v := verdict4(quota, nil); v.Reproduced || !strings.Contains(strings.Join(v.Findings, " "), "quota") {
 		t.Errorf("minCount as a quota: %+v", v)
+	}
+
+	// The stale-cache race: True, then False milliseconds later, and nothing after.
+	const msg = "pod group is unschedulable, pod group preemption: No preemption victims found for incoming preemptor"
+	at := time.Date(2026, 12, 4, 15, 0, 0, 0, time.UTC)
+	flipped := snapshot{Pods: four, WorkerGPUs: 8, Groups: []schedv1beta1.PodGroup{group("team-c", "False", "Unschedulable", msg)}}
+	race := []seenCondition{{Status: "True", Reason: "Scheduled", At: at}, {Status: "False", Reason: "Unschedulable", Message: msg, At: at.Add(40 * time.Millisecond)}}
+	if v := verdict4(flipped, race); !v.Reproduced || !strings.Contains(strings.Join(v.Findings, " "), "KNOWN-01") || !strings.Contains(strings.Join(v.Findings, " "), "40ms later") {
+		t.Errorf("the race after the lab's outcome: %+v", v)
+	}
+	for name, seen := range map[string][]seenCondition{
+		"never True":        race[1:],
+		"False much later":  {race[0], {Status: "False", Reason: "Unschedulable", Message: msg, At: at.Add(5 * time.Second)}},
+		"True twice before": {race[0], {Status: "False", Reason: "Unschedulable", Message: "other", At: at.Add(time.Second)}, race[0], race[1]},
+		"no history":        nil,
+	} {
+		if v := verdict4(flipped, seen); v.Reproduced {
+			t.Errorf("%s: a False condition passed as the race: %+v", name, v)
+		}
+	}
+	if v := verdict4(snapshot{Pods: pods("team-c-0@n", "team-c-1@n", "team-c-2@n", "team-c-3", "team-c-4"), WorkerGPUs: 6, Groups: flipped.Groups}, race); v.Reproduced {
+		t.Errorf("the race excuses the condition, not the counts: %+v", v)
 	}
 }
 

@@ -3,6 +3,7 @@ package suites
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,8 +138,14 @@ func experimentFeatures() []Feature {
 		{
 			Suite: "experiments", Name: "experiment 4, minCount is a threshold", Lane: lane,
 			Steps: []Step{
-				{A: Assertion{ID: "EXP-4", Statement: "a gang of 5 with minCount 3 on room for 4 binds exactly 4, is True/Scheduled, 8/8 GPUs", Ref: expRef + " experiment 4; gang-semantics §11.B.8"},
+				{A: Assertion{ID: "EXP-4", Statement: "a gang of 5 with minCount 3 on room for 4 binds exactly 4, 8/8 GPUs, and the PodGroup is seen True/Scheduled", Ref: expRef + " experiment 4; gang-semantics §11.B.8"},
 					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+						// All 5 arrive together, as the lab applies them, so the fifth is left over from
+						// the cycle that binds 4 and retried at once: on v1.37.2 the race KNOWN-01
+						// describes can then turn the condition False milliseconds after its True. The
+						// condition is therefore judged from a watch (was it True/Scheduled once the
+						// 4 bound?), and the run-wide monitor judges any later flip.
+						r := startRecorder(ctx, t, l, false)
 						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "team-a", MinCount: 3})
 						ms := Members("team-a", 5, 2)
 						l.CreatePods(ctx, t, ms...)
@@ -156,7 +163,10 @@ func experimentFeatures() []Feature {
 							}
 							return o.Bound("team-a") == 4 && o.Count("team-a", Unschedulable) == 1 && o.GPUs == 8, o.String(), nil
 						})
-						l.WaitCondition(ctx, t, l.env.d(30*time.Second), "team-a", metav1.ConditionTrue, "Scheduled")
+						l.EventuallySettled(ctx, t, l.env.d(30*time.Second), "PodGroup team-a seen True/Scheduled", func(context.Context) (bool, string, error) {
+							seen := r.groupConditions("team-a")
+							return slices.ContainsFunc(seen, func(c string) bool { return strings.HasPrefix(c, "True/Scheduled") }), fmt.Sprintf("the watch saw %v", seen), nil
+						})
 					}},
 			},
 		},
