@@ -184,6 +184,12 @@ func writeText(w io.Writer, r *results.Run) error {
 	}
 	b.WriteString("(bind/s: watch timeline average from the measured phase's first creation to its last bind; p50..max: 1-second samples, a percentile left out (-) when too few; apiserver/s: binding POSTs 201 over the same window; gang: PodGroup created → last member bound, seconds; spread: first → last member bound)\n")
 	writeResourcesText(&b, r)
+	if lines := TrafficLines(r); len(lines) > 0 {
+		b.WriteString("\n" + trafficCaption + "\n")
+		for _, l := range lines {
+			b.WriteString("  " + l + "\n")
+		}
+	}
 	if lines := ReferenceSection(r); len(lines) > 0 {
 		b.WriteString("\nreference (upstream scheduler_perf, same version, in-process on this machine)\n")
 		for _, l := range lines {
@@ -326,6 +332,12 @@ func writeMarkdown(w io.Writer, r *results.Run) error {
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
 	writeResourcesMarkdown(&b, r)
+	if lines := TrafficLines(r); len(lines) > 0 {
+		b.WriteString("\n## apiserver traffic\n\n" + strings.ToUpper(trafficCaption[:1]) + trafficCaption[1:] + ".\n\n")
+		for _, l := range lines {
+			b.WriteString("- " + md(l) + "\n")
+		}
+	}
 	if lines := ReferenceSection(r); len(lines) > 0 {
 		b.WriteString("\n## Reference\n\nUpstream scheduler_perf, same version, in-process on this machine.\n\n")
 		for _, l := range lines {

@@ -3,6 +3,7 @@ package perf
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -132,5 +133,45 @@ func TestReportResources(t *testing.T) {
 	// The per-component items must not leak into the figures table as a scenario row of their own.
 	if rs := rows(r); len(rs) != 1 || rs[0].items[measure.ItemResources].Name != "" {
 		t.Errorf("rows = %+v", rs)
+	}
+}
+
+// TestReportTraffic: the apiserver's traffic per pod is one line per window in both formats, the
+// sums first and then the busiest kinds, at most trafficShown of each.
+func TestReportTraffic(t *testing.T) {
+	lab := func(k, v string) map[string]string {
+		return map[string]string{"scenario": "smoke", "repetition": "2", "nodes": "50", k: v}
+	}
+	items := []results.DataItem{
+		{Name: measure.ItemBindingRate, Unit: "pods/s", Labels: map[string]string{"scenario": "smoke", "repetition": "2", "nodes": "50"}, Data: map[string]float64{"Average": 100}},
+		{Name: measure.ItemAPIRequests, Labels: lab(measure.LabelRequest, measure.All), Data: map[string]float64{"PerPod": 12.345}},
+	}
+	for i := range trafficShown + 2 {
+		items = append(items, results.DataItem{Name: measure.ItemAPIRequests, Labels: lab(measure.LabelRequest, fmt.Sprintf("GET kind%d", i)), Data: map[string]float64{"PerPod": 1.5 / float64(i+1)}})
+	}
+	items = append(items,
+		results.DataItem{Name: measure.ItemWatchEvents, Labels: lab(measure.LabelResource, measure.All), Data: map[string]float64{"PerPod": 41}},
+		results.DataItem{Name: measure.ItemWatchEvents, Labels: lab(measure.LabelResource, "pods"), Data: map[string]float64{"PerPod": 40.6}},
+		results.DataItem{Name: measure.ItemWatchEvents, Labels: lab(measure.LabelResource, "events"), Data: map[string]float64{"PerPod": 0.004}},
+	)
+	r := &results.Run{Command: "perf run", ID: "x", DataItems: items}
+	var text, md bytes.Buffer
+	if err := WriteReport(&text, r, FormatText); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteReport(&md, r, FormatMarkdown); err != nil {
+		t.Fatal(err)
+	}
+	want := "smoke rep 2: 12 requests (GET kind0 1.50, GET kind1 0.75, GET kind2 0.50, GET kind3 0.38, GET kind4 0.30, GET kind5 0.25); 41 watch events sent (pods 41, events 0.004)"
+	for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s report lacks %q:\n%s", name, want, out)
+		}
+		if strings.Contains(out, "kind6") {
+			t.Errorf("%s report names more than %d kinds:\n%s", name, trafficShown, out)
+		}
+	}
+	if rs := rows(r); len(rs) != 1 {
+		t.Errorf("the traffic items made rows of their own: %+v", rs)
 	}
 }

@@ -379,14 +379,18 @@ func (f *compareFlags) reportComparison(runDir string, stdout io.Writer) error {
 }
 
 // schedulerFigures drops the data items that describe the harness, not the scheduler (the load
-// generator's achieved rate, harness diagnostics): a "regression" there says nothing about the
+// generator's achieved rate, harness diagnostics, the apiserver's traffic by kind): a "regression" there says nothing about the
 // scheduler, and every extra metric is one more chance of a false positive at the chosen alpha.
 func schedulerFigures(runs []*results.Run) []*results.Run {
 	out := make([]*results.Run, 0, len(runs))
 	for _, r := range runs {
 		c := *r
 		c.DataItems = slices.DeleteFunc(slices.Clone(r.DataItems), func(d results.DataItem) bool {
-			return d.Name == measure.ItemCreationRate || d.Name == perf.ItemHarness || d.Name == perf.ItemQuietWait
+			switch d.Name {
+			case measure.ItemCreationRate, perf.ItemHarness, perf.ItemQuietWait, measure.ItemAPIRequests, measure.ItemWatchEvents:
+				return true
+			}
+			return false
 		})
 		out = append(out, &c)
 	}

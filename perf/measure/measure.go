@@ -62,11 +62,12 @@ const (
 	SchedulerMetrics = "schedulerMetrics"
 	Invariants       = "invariants"
 	Resources        = "resources"
+	Traffic          = "apiserverTraffic"
 )
 
 // Names lists every measurement in its canonical order.
 func Names() []string {
-	return []string{BindingRate, GangLatency, SchedulerMetrics, Invariants, Resources}
+	return []string{BindingRate, GangLatency, SchedulerMetrics, Invariants, Resources, Traffic}
 }
 
 // Registry maps names to factories. It is built on each call, not kept in a package variable, so
@@ -78,6 +79,7 @@ func Registry() map[string]Factory {
 		SchedulerMetrics: newSchedulerMetrics,
 		Invariants:       newInvariants,
 		Resources:        newResources,
+		Traffic:          newTraffic,
 	}
 }
 

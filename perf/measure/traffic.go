@@ -1,0 +1,165 @@
+package measure
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/observe/metrics"
+	"github.com/gangbench/gangbench/observe/timeline"
+	"github.com/gangbench/gangbench/results"
+)
+
+// The apiserver is the scheduler's busiest neighbour on a small machine, and what it serves besides
+// the scheduler is what a harness adds to the measurement. This measurement counts, per measured
+// pod, the requests the apiserver served and the watch events it sent during the window, by kind:
+// the place to see what a profile, the load generator or a watch costs (scheduler_perf's own
+// window has the scheduler's requests, the creations and nothing else).
+
+// More items.
+const (
+	// ItemAPIRequests is the apiserver's requests per measured pod between the window's two
+	// scrapes; label request is "VERB resource[/subresource]", or "all" for the sum. Data: PerPod
+	// and Count.
+	ItemAPIRequests = "apiserverRequests"
+	// ItemWatchEvents is the watch events the apiserver sent per measured pod, by resource (label
+	// resource, or "all"). Data: PerPod and Count.
+	ItemWatchEvents = "apiserverWatchEvents"
+	// MetricWatchEvents counts the events the apiserver sent to watchers.
+	MetricWatchEvents = "apiserver_watch_events_total"
+	// LabelRequest and LabelResource are the two items' labels; All is their sum's value.
+	LabelRequest  = "request"
+	LabelResource = "resource"
+	All           = "all"
+)
+
+type traffic struct {
+	env    *Env
+	before *metrics.Snapshot
+}
+
+func newTraffic(env *Env) Measurement { return &traffic{env: env} }
+
+func (m *traffic) Start(ctx context.Context) error {
+	s, err := scrape(ctx, m.env.Cluster.APIServerMetrics, MetricRequests, MetricWatchEvents)
+	if err != nil {
+		return fmt.Errorf("%s: apiserver metrics before the run: %w", Traffic, err)
+	}
+	m.before = s
+	return nil
+}
+
+func (m *traffic) Gather(ctx context.Context) ([]results.DataItem, error) {
+	after, err := scrape(ctx, m.env.Cluster.APIServerMetrics, MetricRequests, MetricWatchEvents)
+	if err != nil {
+		return nil, fmt.Errorf("%s: apiserver metrics after the run: %w", Traffic, err)
+	}
+	if m.env.Restarted[clusters.APIServer] {
+		m.env.note("the apiserver was restarted by a fault during the window: its request counters restarted from zero, so %s and %s are not reported", ItemAPIRequests, ItemWatchEvents)
+		return nil, nil
+	}
+	pods := measuredPods(m.env.Timeline.Events(), m.env.Measured)
+	if pods == 0 {
+		return nil, nil
+	}
+	items := perPod(ItemAPIRequests, LabelRequest, "requests/pod",
+		counterDelta(m.before, after, MetricRequests, requestKey), pods)
+	return append(items, perPod(ItemWatchEvents, LabelResource, "events/pod",
+		counterDelta(m.before, after, MetricWatchEvents, watchKey), pods)...), nil
+}
+
+// measuredPods is how many pods the measured phases created.
+func measuredPods(events []timeline.Event, phases []string) int {
+	n := 0
+	for _, e := range events {
+		if e.Kind == timeline.PodCreated && slices.Contains(phases, e.Phase) {
+			n++
+		}
+	}
+	return n
+}
+
+// requestKey is "VERB resource[/subresource]" of a request series; "" leaves out requests that are
+// not for a resource (the scrapes themselves among them).
+func requestKey(l map[string]string) string {
+	if l["resource"] == "" {
+		return ""
+	}
+	k := l["verb"] + " " + l["resource"]
+	if l["subresource"] != "" {
+		k += "/" + l["subresource"]
+	}
+	return k
+}
+
+// watchKey is the resource of a watch-event series: newer apiservers label it resource, older
+// ones kind.
+func watchKey(l map[string]string) string {
+	if r := l["resource"]; r != "" {
+		return r
+	}
+	return l["kind"]
+}
+
+// counterDelta sums a counter's increase between two scrapes by key. A series that shrank belongs
+// to a restarted process, whose whole count is the interval's.
+func counterDelta(before, after *metrics.Snapshot, name string, key func(map[string]string) string) map[string]float64 {
+	sum := func(s *metrics.Snapshot) map[string]float64 {
+		out := map[string]float64{}
+		mf := s.Families[name]
+		if mf == nil {
+			return out
+		}
+		for _, m := range mf.GetMetric() {
+			if k := key(labels(m)); k != "" {
+				out[k] += m.GetCounter().GetValue()
+			}
+		}
+		return out
+	}
+	b, a := sum(before), sum(after)
+	out := map[string]float64{}
+	for k, v := range a {
+		d := v - b[k]
+		if d < 0 {
+			d = v
+		}
+		if d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func labels(m *dto.Metric) map[string]string {
+	l := map[string]string{}
+	for _, lp := range m.GetLabel() {
+		l[lp.GetName()] = lp.GetValue()
+	}
+	return l
+}
+
+// perPod turns counts by key into items, busiest first, with their sum under All.
+func perPod(name, label, unit string, counts map[string]float64, pods int) []results.DataItem {
+	keys := make([]string, 0, len(counts))
+	total := 0.0
+	for k, v := range counts {
+		keys = append(keys, k)
+		total += v
+	}
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(counts[b], counts[a]), strings.Compare(a, b)) })
+	item := func(k string, n float64) results.DataItem {
+		return results.DataItem{Name: name, Unit: unit, Labels: map[string]string{label: k},
+			Data: map[string]float64{"PerPod": n / float64(pods), "Count": n}}
+	}
+	out := []results.DataItem{item(All, total)}
+	for _, k := range keys {
+		out = append(out, item(k, counts[k]))
+	}
+	return out
+}

@@ -1,0 +1,78 @@
+package perf
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gangbench/gangbench/perf/measure"
+	"github.com/gangbench/gangbench/results"
+)
+
+// trafficShown is how many kinds of request and of watch event a traffic line names: the busiest
+// few say where the apiserver's work went; run.json keeps them all.
+const trafficShown = 6
+
+// TrafficLines are one line per measured window: the apiserver's requests and watch events per
+// measured pod, in all and for the busiest kinds, in run order.
+func TrafficLines(r *results.Run) []string {
+	type window struct {
+		scenario, rep      string
+		requests, events   []string
+		reqTotal, evTotal  float64
+		hasReqs, hasEvents bool
+	}
+	var order []string
+	windows := map[string]*window{}
+	for _, it := range r.DataItems {
+		if it.Name != measure.ItemAPIRequests && it.Name != measure.ItemWatchEvents {
+			continue
+		}
+		key := it.Labels["scenario"] + "\x00" + it.Labels["repetition"]
+		w := windows[key]
+		if w == nil {
+			w = &window{scenario: it.Labels["scenario"], rep: it.Labels["repetition"]}
+			windows[key] = w
+			order = append(order, key)
+		}
+		// The measurement writes each item's kinds busiest first, after their sum.
+		per := it.Data["PerPod"]
+		switch {
+		case it.Name == measure.ItemAPIRequests && it.Labels[measure.LabelRequest] == measure.All:
+			w.reqTotal, w.hasReqs = per, true
+		case it.Name == measure.ItemAPIRequests && len(w.requests) < trafficShown:
+			w.requests = append(w.requests, fmt.Sprintf("%s %s", it.Labels[measure.LabelRequest], perPodFigure(per)))
+		case it.Name == measure.ItemWatchEvents && it.Labels[measure.LabelResource] == measure.All:
+			w.evTotal, w.hasEvents = per, true
+		case it.Name == measure.ItemWatchEvents && len(w.events) < trafficShown:
+			w.events = append(w.events, fmt.Sprintf("%s %s", it.Labels[measure.LabelResource], perPodFigure(per)))
+		}
+	}
+	var out []string
+	for _, k := range order {
+		w := windows[k]
+		var parts []string
+		if w.hasReqs {
+			parts = append(parts, fmt.Sprintf("%s requests (%s)", perPodFigure(w.reqTotal), strings.Join(w.requests, ", ")))
+		}
+		if w.hasEvents {
+			parts = append(parts, fmt.Sprintf("%s watch events sent (%s)", perPodFigure(w.evTotal), strings.Join(w.events, ", ")))
+		}
+		out = append(out, fmt.Sprintf("%s rep %s: %s", w.scenario, w.rep, strings.Join(parts, "; ")))
+	}
+	return out
+}
+
+// perPodFigure prints a per-pod count with the digits that matter: 1.00 binding per pod, 0.003
+// node list per pod, 41 events per pod.
+func perPodFigure(v float64) string {
+	switch {
+	case v >= 10:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 0.1:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+// trafficCaption heads the section in both formats.
+const trafficCaption = "apiserver traffic per measured pod in each window (between the window's two scrapes; heartbeats included), busiest first"
