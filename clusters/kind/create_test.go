@@ -138,9 +138,13 @@ func newHarness(t *testing.T, o Options) *harness {
 	return h
 }
 
-// heldLease is the node Lease a kubelet or kwok holds and has just renewed.
+// heldLease is the node Lease a kubelet or kwok holds and has just renewed. Nothing renews it in the
+// fake, so its duration is an hour rather than a kubelet's 40 s: a test slowed down on a loaded
+// machine must not see it expire before the readiness wait reads it and then wait out the 5-minute
+// ready timeout (a -short run of this package on a loaded machine once hit go test's 10-minute limit
+// with a readiness watch still waiting, which this would explain).
 func heldLease(node string) *coordinationv1.Lease {
-	holder, seconds := node, int32(40)
+	holder, seconds := node, int32(3600)
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: node, Namespace: corev1.NamespaceNodeLease},
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds, RenewTime: &metav1.MicroTime{Time: time.Now()}},
