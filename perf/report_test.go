@@ -153,6 +153,9 @@ func TestReportTraffic(t *testing.T) {
 		results.DataItem{Name: measure.ItemWatchEvents, Labels: lab(measure.LabelResource, measure.All), Data: map[string]float64{"PerPod": 41}},
 		results.DataItem{Name: measure.ItemWatchEvents, Labels: lab(measure.LabelResource, "pods"), Data: map[string]float64{"PerPod": 40.6}},
 		results.DataItem{Name: measure.ItemWatchEvents, Labels: lab(measure.LabelResource, "events"), Data: map[string]float64{"PerPod": 0.004}},
+		results.DataItem{Name: measure.ItemWatches, Labels: lab(measure.LabelResource, measure.All), Data: map[string]float64{measure.Value: 9}},
+		results.DataItem{Name: measure.ItemWatches, Labels: lab(measure.LabelResource, "pods"), Data: map[string]float64{measure.Value: 5}},
+		results.DataItem{Name: measure.ItemWatches, Labels: lab(measure.LabelResource, "podgroups"), Data: map[string]float64{measure.Value: 4}},
 	)
 	r := &results.Run{Command: "perf run", ID: "x", DataItems: items}
 	var text, md bytes.Buffer
@@ -162,7 +165,7 @@ func TestReportTraffic(t *testing.T) {
 	if err := WriteReport(&md, r, FormatMarkdown); err != nil {
 		t.Fatal(err)
 	}
-	want := "smoke rep 2: 12 requests (GET kind0 1.50, GET kind1 0.75, GET kind2 0.50, GET kind3 0.38, GET kind4 0.30, GET kind5 0.25); 41 watch events sent (pods 41, events 0.004)"
+	want := "smoke rep 2: 12 requests (GET kind0 1.50, GET kind1 0.75, GET kind2 0.50, GET kind3 0.38, GET kind4 0.30, GET kind5 0.25); 41 watch events sent (pods 41, events 0.004); 9 watches open at the end (pods 5, podgroups 4)"
 	for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
 		if !strings.Contains(out, want) {
 			t.Errorf("%s report lacks %q:\n%s", name, want, out)

@@ -13,18 +13,18 @@ import (
 const trafficShown = 6
 
 // TrafficLines are one line per measured window: the apiserver's requests and watch events per
-// measured pod, in all and for the busiest kinds, in run order.
+// measured pod, in all and for the busiest kinds, and the watches they went to, in run order.
 func TrafficLines(r *results.Run) []string {
 	type window struct {
-		scenario, rep      string
-		requests, events   []string
-		reqTotal, evTotal  float64
-		hasReqs, hasEvents bool
+		scenario, rep                  string
+		requests, events, watches      []string
+		reqTotal, evTotal, watched     float64
+		hasReqs, hasEvents, hasWatches bool
 	}
 	var order []string
 	windows := map[string]*window{}
 	for _, it := range r.DataItems {
-		if it.Name != measure.ItemAPIRequests && it.Name != measure.ItemWatchEvents {
+		if it.Name != measure.ItemAPIRequests && it.Name != measure.ItemWatchEvents && it.Name != measure.ItemWatches {
 			continue
 		}
 		key := it.Labels["scenario"] + "\x00" + it.Labels["repetition"]
@@ -45,6 +45,10 @@ func TrafficLines(r *results.Run) []string {
 			w.evTotal, w.hasEvents = per, true
 		case it.Name == measure.ItemWatchEvents && len(w.events) < trafficShown:
 			w.events = append(w.events, fmt.Sprintf("%s %s", it.Labels[measure.LabelResource], perPodFigure(per)))
+		case it.Name == measure.ItemWatches && it.Labels[measure.LabelResource] == measure.All:
+			w.watched, w.hasWatches = it.Data[measure.Value], true
+		case it.Name == measure.ItemWatches && len(w.watches) < trafficShown:
+			w.watches = append(w.watches, fmt.Sprintf("%s %g", it.Labels[measure.LabelResource], it.Data[measure.Value]))
 		}
 	}
 	var out []string
@@ -56,6 +60,9 @@ func TrafficLines(r *results.Run) []string {
 		}
 		if w.hasEvents {
 			parts = append(parts, fmt.Sprintf("%s watch events sent (%s)", perPodFigure(w.evTotal), strings.Join(w.events, ", ")))
+		}
+		if w.hasWatches {
+			parts = append(parts, fmt.Sprintf("%g watches open at the end (%s)", w.watched, strings.Join(w.watches, ", ")))
 		}
 		out = append(out, fmt.Sprintf("%s rep %s: %s", w.scenario, w.rep, strings.Join(parts, "; ")))
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -30,8 +31,13 @@ const (
 	// ItemWatchEvents is the watch events the apiserver sent per measured pod, by resource (label
 	// resource, or "all"). Data: PerPod and Count.
 	ItemWatchEvents = "apiserverWatchEvents"
+	// ItemWatches is the watches open on the apiserver when the window closed, by resource (label
+	// resource, or "all"): who the watch events went to. Data: Value.
+	ItemWatches = "apiserverWatches"
 	// MetricWatchEvents counts the events the apiserver sent to watchers.
 	MetricWatchEvents = "apiserver_watch_events_total"
+	// MetricLongRunning is the apiserver's gauge of open long-running requests (watches among them).
+	MetricLongRunning = "apiserver_longrunning_requests"
 	// LabelRequest and LabelResource are the two items' labels; All is their sum's value.
 	LabelRequest  = "request"
 	LabelResource = "resource"
@@ -55,7 +61,7 @@ func (m *traffic) Start(ctx context.Context) error {
 }
 
 func (m *traffic) Gather(ctx context.Context) ([]results.DataItem, error) {
-	after, err := scrape(ctx, m.env.Cluster.APIServerMetrics, MetricRequests, MetricWatchEvents)
+	after, err := scrape(ctx, m.env.Cluster.APIServerMetrics, MetricRequests, MetricWatchEvents, MetricLongRunning)
 	if err != nil {
 		return nil, fmt.Errorf("%s: apiserver metrics after the run: %w", Traffic, err)
 	}
@@ -69,8 +75,44 @@ func (m *traffic) Gather(ctx context.Context) ([]results.DataItem, error) {
 	}
 	items := perPod(ItemAPIRequests, LabelRequest, "requests/pod",
 		counterDelta(m.before, after, MetricRequests, requestKey), pods)
-	return append(items, perPod(ItemWatchEvents, LabelResource, "events/pod",
-		counterDelta(m.before, after, MetricWatchEvents, watchKey), pods)...), nil
+	items = append(items, perPod(ItemWatchEvents, LabelResource, "events/pod",
+		counterDelta(m.before, after, MetricWatchEvents, watchKey), pods)...)
+	return append(items, openWatches(after)...), nil
+}
+
+// openWatches is the watches open by resource in a scrape, all of them first, then by count.
+func openWatches(s *metrics.Snapshot) []results.DataItem {
+	mf := s.Families[MetricLongRunning]
+	if mf == nil {
+		return nil
+	}
+	byResource := map[string]float64{}
+	total := 0.0
+	for _, m := range mf.GetMetric() {
+		l := labels(m)
+		if l["verb"] != "WATCH" || l["resource"] == "" {
+			continue
+		}
+		byResource[l["resource"]] += m.GetGauge().GetValue()
+		total += m.GetGauge().GetValue()
+	}
+	item := func(r string, n float64) results.DataItem {
+		return results.DataItem{Name: ItemWatches, Unit: "watches", Labels: map[string]string{LabelResource: r}, Data: map[string]float64{Value: n}}
+	}
+	out := []results.DataItem{item(All, total)}
+	for _, r := range sortedByCount(byResource) {
+		if byResource[r] > 0 {
+			out = append(out, item(r, byResource[r]))
+		}
+	}
+	return out
+}
+
+// sortedByCount is the keys of counts, largest count first, equal counts by name.
+func sortedByCount(counts map[string]float64) []string {
+	keys := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(counts[b], counts[a]), strings.Compare(a, b)) })
+	return keys
 }
 
 // measuredPods is how many pods the measured phases created.
@@ -146,13 +188,11 @@ func labels(m *dto.Metric) map[string]string {
 
 // perPod turns counts by key into items, busiest first, with their sum under All.
 func perPod(name, label, unit string, counts map[string]float64, pods int) []results.DataItem {
-	keys := make([]string, 0, len(counts))
 	total := 0.0
-	for k, v := range counts {
-		keys = append(keys, k)
+	for _, v := range counts {
 		total += v
 	}
-	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(counts[b], counts[a]), strings.Compare(a, b)) })
+	keys := sortedByCount(counts)
 	item := func(k string, n float64) results.DataItem {
 		return results.DataItem{Name: name, Unit: unit, Labels: map[string]string{label: k},
 			Data: map[string]float64{"PerPod": n / float64(pods), "Count": n}}

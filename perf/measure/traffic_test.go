@@ -23,6 +23,12 @@ apiserver_request_total{code="200",resource="",subresource="",verb="GET"} %d
 # TYPE apiserver_watch_events_total counter
 apiserver_watch_events_total{group="",%[8]s="pods",version="v1"} %[6]d
 apiserver_watch_events_total{group="",%[8]s="events",version="v1"} %[7]d
+# TYPE apiserver_longrunning_requests gauge
+apiserver_longrunning_requests{resource="pods",scope="cluster",subresource="",verb="WATCH"} 3
+apiserver_longrunning_requests{resource="pods",scope="namespace",subresource="",verb="WATCH"} 1
+apiserver_longrunning_requests{resource="podgroups",scope="cluster",subresource="",verb="WATCH"} 2
+apiserver_longrunning_requests{resource="nodes",scope="cluster",subresource="",verb="WATCH"} 0
+apiserver_longrunning_requests{resource="pods",scope="namespace",subresource="log",verb="GET"} 7
 `, binds, creates, statusPatches, leases, scrapes, podEvents, eventEvents, watchLabel)
 }
 
@@ -82,6 +88,17 @@ func TestTraffic(t *testing.T) {
 				if !near(it.Data["PerPod"], w.perPod) || !near(it.Data["Count"], w.perPod*100) {
 					t.Errorf("%s{%s=%s}: %v, want %g per pod", w.name, w.label, w.value, it.Data, w.perPod)
 				}
+			}
+			// Watches open at the end, by resource: not other long-running requests, not
+			// resources without one.
+			var watches []string
+			for _, it := range items {
+				if it.Name == ItemWatches {
+					watches = append(watches, fmt.Sprintf("%s=%g", it.Labels[LabelResource], it.Data[Value]))
+				}
+			}
+			if fmt.Sprint(watches) != "[all=6 pods=4 podgroups=2]" {
+				t.Errorf("watches %v", watches)
 			}
 			if _, ok := find(items, ItemAPIRequests, LabelRequest, "GET "); ok {
 				t.Errorf("a non-resource request (the scrapes) counted: %v", items)
