@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/gangbench/gangbench/observe/metrics"
 	"github.com/gangbench/gangbench/perf/measure"
 )
@@ -57,31 +55,12 @@ func heartbeat(labels map[string]string) bool {
 // requestCounts sums apiserver_request_total by "verb resource[/subresource]", without heartbeats
 // and without non-resource requests (among them this gate's own /metrics scrapes).
 func requestCounts(s *metrics.Snapshot) map[string]float64 {
-	out := map[string]float64{}
-	mf := s.Families[measure.MetricRequests]
-	if mf == nil {
-		return out
-	}
-	for _, m := range mf.GetMetric() {
-		l := labelMap(m)
-		if l["resource"] == "" || heartbeat(l) {
-			continue
+	return measure.CounterSums(s, measure.MetricRequests, func(l map[string]string) string {
+		if heartbeat(l) {
+			return ""
 		}
-		key := l["verb"] + " " + l["resource"]
-		if l["subresource"] != "" {
-			key += "/" + l["subresource"]
-		}
-		out[key] += m.GetCounter().GetValue()
-	}
-	return out
-}
-
-func labelMap(m *dto.Metric) map[string]string {
-	l := map[string]string{}
-	for _, lp := range m.GetLabel() {
-		l[lp.GetName()] = lp.GetValue()
-	}
-	return l
+		return measure.RequestKey(l)
+	})
 }
 
 // quietState is the rate between two scrapes and what made it up.

@@ -74,7 +74,7 @@ func (m *traffic) Gather(ctx context.Context) ([]results.DataItem, error) {
 		return nil, nil
 	}
 	items := perPod(ItemAPIRequests, LabelRequest, "requests/pod",
-		counterDelta(m.before, after, MetricRequests, requestKey), pods)
+		counterDelta(m.before, after, MetricRequests, RequestKey), pods)
 	items = append(items, perPod(ItemWatchEvents, LabelResource, "events/pod",
 		counterDelta(m.before, after, MetricWatchEvents, watchKey), pods)...)
 	return append(items, openWatches(after)...), nil
@@ -126,9 +126,9 @@ func measuredPods(events []timeline.Event, phases []string) int {
 	return n
 }
 
-// requestKey is "VERB resource[/subresource]" of a request series; "" leaves out requests that are
-// not for a resource (the scrapes themselves among them).
-func requestKey(l map[string]string) string {
+// RequestKey is "VERB resource[/subresource]" of an apiserver_request_total series; "" leaves out
+// requests that are not for a resource (the scrapes themselves among them).
+func RequestKey(l map[string]string) string {
 	if l["resource"] == "" {
 		return ""
 	}
@@ -148,23 +148,25 @@ func watchKey(l map[string]string) string {
 	return l["kind"]
 }
 
+// CounterSums sums a counter family of a scrape by key; series whose key is "" are left out.
+func CounterSums(s *metrics.Snapshot, name string, key func(map[string]string) string) map[string]float64 {
+	out := map[string]float64{}
+	mf := s.Families[name]
+	if mf == nil {
+		return out
+	}
+	for _, m := range mf.GetMetric() {
+		if k := key(labels(m)); k != "" {
+			out[k] += m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
 // counterDelta sums a counter's increase between two scrapes by key. A series that shrank belongs
 // to a restarted process, whose whole count is the interval's.
 func counterDelta(before, after *metrics.Snapshot, name string, key func(map[string]string) string) map[string]float64 {
-	sum := func(s *metrics.Snapshot) map[string]float64 {
-		out := map[string]float64{}
-		mf := s.Families[name]
-		if mf == nil {
-			return out
-		}
-		for _, m := range mf.GetMetric() {
-			if k := key(labels(m)); k != "" {
-				out[k] += m.GetCounter().GetValue()
-			}
-		}
-		return out
-	}
-	b, a := sum(before), sum(after)
+	b, a := CounterSums(before, name, key), CounterSums(after, name, key)
 	out := map[string]float64{}
 	for k, v := range a {
 		d := v - b[k]
