@@ -305,12 +305,12 @@ func verdict4(s snapshot, seen []seenCondition) Verdict {
 		v.Findings = append(v.Findings, "4 of 5 bound, 1 Pending, True/Scheduled, 8/8 GPUs: every pod that fits is bound, not just minCount (as the lab)")
 		return v
 	}
-	if True, False, ok := staleFlip(seen); counts && c != nil && ok && string(c.Status) == False.Status && c.Message == False.Message {
+	if scheduled, flipped, ok := staleFlip(seen); counts && c != nil && ok && string(c.Status) == flipped.Status && c.Message == flipped.Message {
 		v.Findings = append(v.Findings,
 			"4 of 5 bound, 1 Pending, 8/8 GPUs: every pod that fits is bound, not just minCount (as the lab)",
 			fmt.Sprintf("but the PodGroup was %s, then %s later %s for good: a scheduler bug, not the lab's point "+
 				"(retrying the fifth member, the scheduler judged \"already True?\" on its cached PodGroup, which had not yet seen its own True; gangbench reports it as KNOWN-01)",
-				True, False.At.Sub(True.At).Round(time.Millisecond), False))
+				scheduled, flipped.At.Sub(scheduled.At).Round(time.Millisecond), flipped))
 		return v
 	}
 	v.Reproduced = false

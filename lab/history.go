@@ -104,20 +104,20 @@ func (h *conditionHistory) stop() ([]seenCondition, error) {
 
 // staleFlip finds the race in a history: the first True/Scheduled, then within staleFlipWindow a
 // False/Unschedulable from a cycle that found the group unschedulable, and nothing after it.
-func staleFlip(seen []seenCondition) (True, False seenCondition, ok bool) {
+func staleFlip(seen []seenCondition) (scheduled, flipped seenCondition, ok bool) {
 	if len(seen) < 2 {
-		return True, False, false
+		return scheduled, flipped, false
 	}
 	i := len(seen) - 2
-	True, False = seen[i], seen[i+1]
+	scheduled, flipped = seen[i], seen[i+1]
 	for _, c := range seen[:i] {
 		if c.Status == string(metav1.ConditionTrue) {
-			return True, False, false
+			return scheduled, flipped, false
 		}
 	}
-	ok = True.Status == string(metav1.ConditionTrue) && True.Reason == "Scheduled" &&
-		False.Status == string(metav1.ConditionFalse) && False.Reason == "Unschedulable" &&
-		strings.Contains(False.Message, "pod group is unschedulable") &&
-		False.At.Sub(True.At) < staleFlipWindow
-	return True, False, ok
+	ok = scheduled.Status == string(metav1.ConditionTrue) && scheduled.Reason == "Scheduled" &&
+		flipped.Status == string(metav1.ConditionFalse) && flipped.Reason == "Unschedulable" &&
+		strings.Contains(flipped.Message, "pod group is unschedulable") &&
+		flipped.At.Sub(scheduled.At) < staleFlipWindow
+	return scheduled, flipped, ok
 }
