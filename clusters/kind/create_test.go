@@ -141,8 +141,9 @@ func newHarness(t *testing.T, o Options) *harness {
 // heldLease is the node Lease a kubelet or kwok holds and has just renewed. Nothing renews it in the
 // fake, so its duration is an hour rather than a kubelet's 40 s: a test slowed down on a loaded
 // machine must not see it expire before the readiness wait reads it and then wait out the 5-minute
-// ready timeout (a -short run of this package on a loaded machine once hit go test's 10-minute limit
-// with a readiness watch still waiting, which this would explain).
+// ready timeout. (A -short run of this package on a loaded machine once hit go test's 10-minute limit
+// in TestCloseStopsTheRestartedKwok, a readiness watch still waiting; its files show 5 minutes
+// already gone before kwok's config was written, which this does not explain.)
 func heldLease(node string) *coordinationv1.Lease {
 	holder, seconds := node, int32(3600)
 	return &coordinationv1.Lease{
