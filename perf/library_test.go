@@ -74,6 +74,30 @@ func TestDefaultSet(t *testing.T) {
 	}
 }
 
+// TestUpstreamShapesCreateAsSchedulerPerf: a shipped scenario that names a scheduler_perf workload
+// is compared with it, so it must create its objects in scheduler_perf's order; a 1000-pod gang
+// created beside two others is whole only when all three are, and then nothing binds while they
+// are created, which scheduler_perf's own order would overlap.
+func TestUpstreamShapesCreateAsSchedulerPerf(t *testing.T) {
+	scs, _, err := LoadScenarios(Selection{Labels: []string{"upstream"}}, scenario.Options{Nodes: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(scs) < 4 {
+		t.Fatalf("%d upstream scenarios, want the 4 shipped", len(scs))
+	}
+	for _, sc := range scs {
+		if sc.Reference == nil {
+			t.Errorf("%s: labelled upstream but names no scheduler_perf workload", sc.Name)
+		}
+		for _, ph := range sc.Phases {
+			if !ph.InOrder {
+				t.Errorf("%s: phase %s arrives %s, want arrival: schedulerPerf", sc.Name, ph.Name, ph.Arrival())
+			}
+		}
+	}
+}
+
 func TestLoadScenariosErrors(t *testing.T) {
 	for _, tc := range []struct {
 		sel  Selection

@@ -47,6 +47,9 @@ type Event struct {
 	MinCount       int    `json:"minCount,omitempty"`
 	Policy         string `json:"policy,omitempty"`
 	DisruptionMode string `json:"disruptionMode,omitempty"`
+	// Ahead marks a PodGroupCreated made before the measured window together with all of its
+	// phase's PodGroups (arrival: schedulerPerf); such a group arrives with its first pod.
+	Ahead bool `json:"ahead,omitempty"`
 }
 
 // Timeline is an append-only, concurrency-safe event log with the few indexes the runner needs

@@ -1,8 +1,10 @@
 // Package loadgen creates a scenario phase's PodGroups and pods. It has its own client with limits
 // far above what the apiserver sustains, and concurrent workers, so the figures measure the
 // scheduler and not the load: it reports the rate it achieved so a run can show it was not the
-// bottleneck. Each PodGroup is created before its pods; groups are handed to workers in scenario
-// order and each group's pods are created in index order.
+// bottleneck. By default each PodGroup is created right before its pods; groups are handed to
+// workers in scenario order and each group's pods are created in index order. A phase with
+// arrival: schedulerPerf is created in scheduler_perf's order instead: all PodGroups ahead, then
+// the pods in index order across the groups.
 package loadgen
 
 import (
@@ -69,7 +71,9 @@ type Generator struct {
 
 // Stats is what one phase's creation achieved.
 type Stats struct {
-	Phase     string
+	Phase string
+	// PodGroups and Pods count what Run created; an in-order phase's PodGroups came ahead and are
+	// not among them.
 	PodGroups int
 	Pods      int
 	// First and Last are when the first create was sent and the last one returned.
@@ -92,18 +96,21 @@ func PodName(group string, j int) string { return fmt.Sprintf("%s-%d", group, j)
 
 // Run creates the phase's groups and pods and returns once all are created, or at the first error
 // (a failed create is a harness error: the workload would no longer be what the scenario says).
+// An in-order phase's PodGroups must exist already (PodGroupsAhead); Run creates its pods.
 func (g *Generator) Run(ctx context.Context, ph scenario.Phase) (Stats, error) {
+	st := Stats{Phase: ph.Name, First: time.Now()}
+	if ph.InOrder {
+		var err error
+		st.Pods, err = g.podsInOrder(ctx, ph)
+		st.Last = time.Now()
+		return st, err
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	workers := g.Workers
-	if workers <= 0 {
-		workers = DefaultWorkers
-	}
-	st := Stats{Phase: ph.Name, First: time.Now()}
 	var mu sync.Mutex
 	jobs := make(chan int)
 	var wg sync.WaitGroup
-	for range min(workers, ph.Groups) {
+	for range min(g.workers(), ph.Groups) {
 		wg.Go(func() {
 			for i := range jobs {
 				pods, err := g.group(ctx, ph, i)
@@ -130,6 +137,13 @@ func (g *Generator) Run(ctx context.Context, ph scenario.Phase) (Stats, error) {
 		return st, err
 	}
 	return st, ctx.Err()
+}
+
+func (g *Generator) workers() int {
+	if g.Workers <= 0 {
+		return DefaultWorkers
+	}
+	return g.Workers
 }
 
 // dispatch hands out group indexes in order, at once (burst) or paced at the phase's rate. Pacing
@@ -166,6 +180,35 @@ func (g *Generator) dispatch(ctx context.Context, ph scenario.Phase, jobs chan<-
 // group creates PodGroup i and its pods; it returns how many pods it created.
 func (g *Generator) group(ctx context.Context, ph scenario.Phase, i int) (int, error) {
 	name := GroupName(ph.Name, i)
+	if err := g.podGroup(ctx, ph, i, false); err != nil {
+		return 0, err
+	}
+	if ph.PodsPerGroup <= podFanOut {
+		for j := range ph.PodsPerGroup {
+			if err := g.pod(ctx, ph, name, j); err != nil {
+				return j, err
+			}
+		}
+		return ph.PodsPerGroup, nil
+	}
+	// Large groups: pods handed out in index order to a few goroutines.
+	var mu sync.Mutex
+	created := 0
+	err := g.parallel(ctx, ph.PodsPerGroup, podFanOut, func(j int) error {
+		if err := g.pod(ctx, ph, name, j); err != nil {
+			return err
+		}
+		mu.Lock()
+		created++
+		mu.Unlock()
+		return nil
+	})
+	return created, err
+}
+
+// podGroup creates PodGroup i of the phase; ahead marks one made before the measured window.
+func (g *Generator) podGroup(ctx context.Context, ph scenario.Phase, i int, ahead bool) error {
+	name := GroupName(ph.Name, i)
 	minCount := int32(0)
 	if ph.Policy == scenario.Gang {
 		minCount = int32(ph.MinCount)
@@ -179,49 +222,72 @@ func (g *Generator) group(ctx context.Context, ph scenario.Phase, i int) (int, e
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("create PodGroup %s/%s: %w", g.Namespace, name, err)
+		return fmt.Errorf("create PodGroup %s/%s: %w", g.Namespace, name, err)
 	}
 	disruption := "single"
 	if ph.DisruptionAll {
 		disruption = "all"
 	}
 	g.Timeline.Add(timeline.Event{Time: time.Now(), Kind: timeline.PodGroupCreated, Phase: ph.Name, Group: name,
-		MinCount: int(minCount), Policy: string(ph.Policy), DisruptionMode: disruption})
+		MinCount: int(minCount), Policy: string(ph.Policy), DisruptionMode: disruption, Ahead: ahead})
 	if g.OnGroup != nil {
 		g.OnGroup()
 	}
-	if ph.PodsPerGroup <= podFanOut {
-		for j := range ph.PodsPerGroup {
-			if err := g.pod(ctx, ph, name, j); err != nil {
-				return j, err
-			}
-		}
-		return ph.PodsPerGroup, nil
+	return nil
+}
+
+// PodGroupsAhead creates every PodGroup of an in-order phase (arrival: schedulerPerf) before its
+// pods, as scheduler_perf's createPodGroups op does before the measured createPods op; Run then
+// creates only the pods. For other phases it does nothing: Run creates each PodGroup with its pods.
+func (g *Generator) PodGroupsAhead(ctx context.Context, ph scenario.Phase) error {
+	if !ph.InOrder {
+		return nil
 	}
-	// Large groups: pods handed out in index order to a few goroutines.
+	return g.parallel(ctx, ph.Groups, g.workers(), func(i int) error { return g.podGroup(ctx, ph, i, true) })
+}
+
+// podsInOrder creates an in-order phase's pods: pod k is member k mod podsPerGroup of group k div
+// podsPerGroup (scheduler_perf's gang-pod template), indexes handed out in order to
+// InOrderParallelism workers, so each gang is whole before much of the next exists.
+func (g *Generator) podsInOrder(ctx context.Context, ph scenario.Phase) (int, error) {
+	var mu sync.Mutex
+	created := 0
+	err := g.parallel(ctx, ph.Pods(), scenario.InOrderParallelism, func(k int) error {
+		if err := g.pod(ctx, ph, GroupName(ph.Name, k/ph.PodsPerGroup), k%ph.PodsPerGroup); err != nil {
+			return err
+		}
+		mu.Lock()
+		created++
+		mu.Unlock()
+		return nil
+	})
+	return created, err
+}
+
+// parallel calls f for 0..n-1, handed out in order to the given number of goroutines; it stops
+// handing out at the first error or when ctx ends, and returns the first error.
+func (g *Generator) parallel(ctx context.Context, n, workers int, f func(int) error) error {
 	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		created int
-		first   error
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
 	)
 	next := make(chan int)
-	for range podFanOut {
+	for range min(workers, n) {
 		wg.Go(func() {
-			for j := range next {
-				err := g.pod(ctx, ph, name, j)
-				mu.Lock()
-				if err == nil {
-					created++
-				} else if first == nil {
-					first = err
+			for i := range next {
+				if err := f(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
 				}
-				mu.Unlock()
 			}
 		})
 	}
 feed:
-	for j := range ph.PodsPerGroup {
+	for i := range n {
 		mu.Lock()
 		failed := first != nil
 		mu.Unlock()
@@ -229,7 +295,7 @@ feed:
 			break
 		}
 		select {
-		case next <- j:
+		case next <- i:
 		case <-ctx.Done():
 			break feed
 		}
@@ -239,7 +305,7 @@ feed:
 	if first == nil && ctx.Err() != nil {
 		first = context.Cause(ctx)
 	}
-	return created, first
+	return first
 }
 
 func (g *Generator) pod(ctx context.Context, ph scenario.Phase, group string, j int) error {

@@ -148,3 +148,61 @@ func TestRunWaitsForARestartingAPIServer(t *testing.T) {
 		t.Error("unreachable misclassifies")
 	}
 }
+
+// TestInOrder: arrival: schedulerPerf creates every PodGroup ahead (marked so), then the pods in
+// index order across groups, 30 at a time, so an early gang is whole long before the
+// last one starts; a pod never waits for a later index.
+func TestInOrder(t *testing.T) {
+	// The fake serialises its calls, so the check is on order (which a limit of 30 implies), not
+	// on concurrency.
+	cs := fake.NewClientset()
+	tl := timeline.NewTimeline(nil)
+	g := &Generator{Client: cs, Namespace: "ns", Workers: 4, Timeline: tl}
+	ph := scenario.Phase{Name: "gangs", Groups: 3, PodsPerGroup: 40, CPU: resource.MustParse("100m"), Policy: scenario.Gang, MinCount: 40, InOrder: true}
+	ctx := context.Background()
+	if err := g.PodGroupsAhead(ctx, ph); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(tl.Events()); n != 3 {
+		t.Fatalf("PodGroupsAhead recorded %d events, want the 3 PodGroups", n)
+	}
+	st, err := g.Run(ctx, ph)
+	if err != nil || st.Pods != 120 || st.PodGroups != 0 {
+		t.Fatalf("Run of an in-order phase: %+v %v (want 120 pods and no PodGroups: they came ahead)", st, err)
+	}
+	pods := 0
+	for _, e := range tl.Events() {
+		switch e.Kind {
+		case timeline.PodGroupCreated:
+			if !e.Ahead || pods > 0 {
+				t.Errorf("PodGroup %s: ahead %v after %d pods; want every PodGroup ahead of every pod", e.Group, e.Ahead, pods)
+			}
+		case timeline.PodCreated:
+			var group string
+			var j int
+			if _, err := fmt.Sscanf(strings.Replace(e.Pod, "-", " ", 2), "gangs %s %d", &group, &j); err != nil {
+				t.Fatalf("pod name %q: %v", e.Pod, err)
+			}
+			var gi int
+			fmt.Sscanf(group, "%d", &gi)
+			// Index k is handed out only once k-29 creates have returned, so the pod recorded at
+			// position pods has k ≤ pods+29; group-by-group burst creation breaks this at once.
+			if k := gi*40 + j; k > pods+29 {
+				t.Errorf("pod %s (index %d) created as number %d: not in index order", e.Pod, k, pods)
+			}
+			if e.Group != GroupName("gangs", gi) {
+				t.Errorf("pod %s recorded in group %s", e.Pod, e.Group)
+			}
+			pods++
+		}
+	}
+	if l, _ := cs.SchedulingV1beta1().PodGroups("ns").List(ctx, metav1.ListOptions{}); len(l.Items) != 3 {
+		t.Errorf("%d PodGroups, want 3 (Run must not create them again)", len(l.Items))
+	}
+	// A phase that is not in order gets nothing ahead.
+	g2 := &Generator{Client: fake.NewClientset(), Namespace: "ns", Timeline: timeline.NewTimeline(nil)}
+	ph.InOrder = false
+	if err := g2.PodGroupsAhead(ctx, ph); err != nil || len(g2.Timeline.Events()) != 0 {
+		t.Errorf("PodGroupsAhead of a burst phase: %v, %d events", err, len(g2.Timeline.Events()))
+	}
+}

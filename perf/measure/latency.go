@@ -19,10 +19,12 @@ type GroupTimes struct {
 	Group, Phase string
 	Policy       string
 	MinCount     int
-	Created      time.Time
-	FirstBound   time.Time
-	LastBound    time.Time
-	Bound        int
+	// Created is when the group arrived: its PodGroup created, or its first pod for a PodGroup made
+	// ahead of the window.
+	Created    time.Time
+	FirstBound time.Time
+	LastBound  time.Time
+	Bound      int
 }
 
 // Complete reports whether the group was placed: a gang reached its quorum, a basic group got at
@@ -34,7 +36,8 @@ func (g GroupTimes) Complete() bool {
 	return g.Bound > 0
 }
 
-// Latency is PodGroup created → last member bound.
+// Latency is PodGroup created (or, for one created ahead of the window, its first pod created) →
+// last member bound.
 func (g GroupTimes) Latency() time.Duration { return g.LastBound.Sub(g.Created) }
 
 // Spread is first → last member bound.
@@ -44,7 +47,7 @@ func (g GroupTimes) Spread() time.Duration { return g.LastBound.Sub(g.FirstBound
 func Groups(events []timeline.Event, phases []string) []GroupTimes {
 	idx := map[string]int{}
 	var out []GroupTimes
-	seen := map[string]bool{}
+	seen, ahead := map[string]bool{}, map[string]bool{}
 	for _, e := range timeline.Sorted(events) {
 		if !slices.Contains(phases, e.Phase) {
 			continue
@@ -54,6 +57,16 @@ func Groups(events []timeline.Event, phases []string) []GroupTimes {
 			if _, ok := idx[e.Group]; !ok {
 				idx[e.Group] = len(out)
 				out = append(out, GroupTimes{Group: e.Group, Phase: e.Phase, Policy: e.Policy, MinCount: e.MinCount, Created: e.Time})
+				if e.Ahead {
+					ahead[e.Group] = true
+				}
+			}
+		case timeline.PodCreated:
+			// A PodGroup made ahead of the window (arrival: schedulerPerf) waited there for the
+			// quiet gate; its gang arrives with its first pod, and latency counts from then.
+			if i, ok := idx[e.Group]; ok && ahead[e.Group] {
+				out[i].Created = e.Time
+				delete(ahead, e.Group)
 			}
 		case timeline.PodBound:
 			i, ok := idx[e.Group]

@@ -290,6 +290,30 @@ func nodeAlloc(g int64) corev1.ResourceList {
 	return rl
 }
 
+// A PodGroup created ahead of the window (arrival: schedulerPerf) arrives with its first pod; the
+// window opens at the first pod, not at the PodGroups made before the quiet wait.
+func TestGroupsAhead(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	s := func(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
+	ev := []timeline.Event{
+		{Time: s(0), Kind: timeline.PodGroupCreated, Phase: "p", Group: "a", Policy: "gang", MinCount: 2, Ahead: true},
+		{Time: s(0.1), Kind: timeline.PodGroupCreated, Phase: "p", Group: "b", Policy: "gang", MinCount: 1},
+		{Time: s(30), Kind: timeline.PodCreated, Phase: "p", Group: "a", Pod: "a-0"},
+		{Time: s(30.2), Kind: timeline.PodCreated, Phase: "p", Group: "a", Pod: "a-1"},
+		{Time: s(30.4), Kind: timeline.PodCreated, Phase: "p", Group: "b", Pod: "b-0"},
+		{Time: s(31), Kind: timeline.PodBound, Phase: "p", Group: "a", Pod: "a-0"},
+		{Time: s(31.5), Kind: timeline.PodBound, Phase: "p", Group: "a", Pod: "a-1"},
+		{Time: s(32), Kind: timeline.PodBound, Phase: "p", Group: "b", Pod: "b-0"},
+	}
+	gs := Groups(ev, []string{"p"})
+	if len(gs) != 2 || gs[0].Latency() != 1500*time.Millisecond || gs[1].Latency() != 31900*time.Millisecond {
+		t.Errorf("ahead group a counts from its first pod (1.5 s), group b from its PodGroup (31.9 s): %+v", gs)
+	}
+	if got := FirstCreation(ev, []string{"p"}, s(20)); !got.Equal(s(30)) {
+		t.Errorf("window opens at %v, want the first pod at 30 s", got.Sub(t0))
+	}
+}
+
 func TestUnboundFitting(t *testing.T) {
 	nodes := []FitNode{{"n1", nodeAlloc(8)}, {"n2", nodeAlloc(8)}}
 	bound := []FitPod{{Name: "x-0", Group: "x", Node: "n1", Requests: gpus(8)}, {Name: "y-0", Group: "y", Node: "n2", Requests: gpus(4)}}

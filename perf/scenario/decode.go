@@ -283,12 +283,19 @@ func decodePhase(d *strictyaml.Decoder, n *yaml.Node, field string, pos position
 	return ph
 }
 
-// decodeArrival accepts `burst` or `{groupsPerSecond: N}`.
+// decodeArrival accepts `burst`, `schedulerPerf` or `{groupsPerSecond: N}`.
 func decodeArrival(d *strictyaml.Decoder, v *yaml.Node, f string, ph *Phase) {
 	if v.Kind == yaml.ScalarNode {
 		s, ok := d.String(v, f)
-		if ok && s != "burst" {
-			d.Errorf(v, f, "%q is not an arrival (accepted: burst, or {groupsPerSecond: N})", s)
+		if !ok {
+			return
+		}
+		switch s {
+		case "burst":
+		case "schedulerPerf":
+			ph.InOrder = true
+		default:
+			d.Errorf(v, f, "%q is not an arrival (accepted: burst, schedulerPerf, or {groupsPerSecond: N})", s)
 		}
 		return
 	}

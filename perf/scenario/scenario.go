@@ -140,6 +140,12 @@ type Phase struct {
 	DisruptionAll bool
 	// GroupsPerSecond paces arrival; 0 means burst (as fast as the load generator can create).
 	GroupsPerSecond float64
+	// InOrder creates the phase the way scheduler_perf's createPodGroups and createPods ops do
+	// (`arrival: schedulerPerf`): every PodGroup before the measured window, then the pods in index
+	// order, group after group, InOrderParallelism at a time. A gang is then whole before the next
+	// one starts, so the scheduler places it while the next is being created. The default burst
+	// creates many groups at once, each PodGroup right before its pods.
+	InOrder bool
 	// Prefill phases build the starting state; they are created and bound before measuring starts,
 	// and excluded from the figures (but not from the invariants).
 	Prefill bool
@@ -152,9 +158,17 @@ func (p Phase) Pods() int { return p.Groups * p.PodsPerGroup }
 // GPUs is the phase's GPU demand.
 func (p Phase) GPUs() int { return p.Pods() * p.GPUsPerPod }
 
+// InOrderParallelism is how many pods an in-order phase creates at once: scheduler_perf's
+// createPods op creates through test/utils CreatePod, which hands pod indexes in order to 30
+// workers (workqueue.ParallelizeUntil).
+const InOrderParallelism = 30
+
 // Arrival describes the arrival pattern for humans.
 func (p Phase) Arrival() string {
-	if p.GroupsPerSecond == 0 {
+	switch {
+	case p.InOrder:
+		return fmt.Sprintf("schedulerPerf (PodGroups first, then pods in index order, %d at a time)", InOrderParallelism)
+	case p.GroupsPerSecond == 0:
 		return "burst"
 	}
 	return fmt.Sprintf("%g groups/s", p.GroupsPerSecond)

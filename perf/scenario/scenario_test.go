@@ -82,6 +82,28 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// arrival: schedulerPerf is scheduler_perf's creation order; the other arrivals leave it off.
+func TestArrivalSchedulerPerf(t *testing.T) {
+	const head = "apiVersion: gangbench.dev/v1alpha1\nkind: Scenario\nmetadata: {name: x}\ncluster: {nodes: 1}\nphases:\n"
+	for _, tc := range []struct {
+		arrival string
+		inOrder bool
+		text    string
+	}{
+		{"schedulerPerf", true, "schedulerPerf (PodGroups first, then pods in index order, 30 at a time)"},
+		{"burst", false, "burst"},
+		{"{groupsPerSecond: 2}", false, "2 groups/s"},
+	} {
+		s, err := scenario.Load("x.yaml", []byte(head+"- {name: a, groups: 2, podsPerGroup: 2, gpusPerPod: 1, arrival: "+tc.arrival+"}\n"), scenario.Options{Measurements: measurements})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.arrival, err)
+		}
+		if ph := s.Phases[0]; ph.InOrder != tc.inOrder || ph.Arrival() != tc.text {
+			t.Errorf("arrival %s: InOrder %v, Arrival() %q; want %v, %q", tc.arrival, ph.InOrder, ph.Arrival(), tc.inOrder, tc.text)
+		}
+	}
+}
+
 func TestOverrides(t *testing.T) {
 	base, err := load(t, "valid-full.yaml", scenario.Options{})
 	if err != nil {
@@ -137,7 +159,7 @@ func TestInvalid(t *testing.T) {
 			`8: timeout: want a duration such as 30s or 5m, got "soon"`,
 			`11: phases[0].groups: want an integer, got the string "2"`,
 			"12: phases[0].podsPerGroup: want an integer, got a list",
-			`14: phases[0].arrival: "trickle" is not an arrival (accepted: burst, or {groupsPerSecond: N})`,
+			`14: phases[0].arrival: "trickle" is not an arrival (accepted: burst, schedulerPerf, or {groupsPerSecond: N})`,
 			`15: phases[0].policy: "lottery" is not a policy (accepted: gang, basic)`,
 		}},
 		{"invalid-capacity.yaml", scenario.Options{}, []string{
