@@ -159,8 +159,8 @@ func (p Phase) Pods() int { return p.Groups * p.PodsPerGroup }
 func (p Phase) GPUs() int { return p.Pods() * p.GPUsPerPod }
 
 // InOrderParallelism is how many pods an in-order phase creates at once: scheduler_perf's
-// createPods op creates through CreatePod (scheduler_perf/runners.go), which hands pod indexes in order to 30
-// workers (workqueue.ParallelizeUntil).
+// createPods op creates through CreatePod (scheduler_perf/runners.go), which hands pod indexes
+// in order to 30 workers (workqueue.ParallelizeUntil).
 const InOrderParallelism = 30
 
 // Arrival describes the arrival pattern for humans.
