@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -18,10 +19,12 @@ import (
 
 // TestIntegrationRounds runs the integration workload in two rounds on a real local cluster each:
 // between them the first round's cluster is gone (so a reference run there has the machine to
-// itself), and every item and event says which round and repetition it belongs to.
+// itself), and every item and event says which round and repetition it belongs to. The workload
+// is created in scheduler_perf's order (arrival: schedulerPerf): every PodGroup before the window,
+// which opens at the first pod.
 func TestIntegrationRounds(t *testing.T) {
 	skipShort(t)
-	sc, err := scenario.LoadFile(filepath.Join("testdata", "scenarios", "integration.yaml"), scenario.Options{Measurements: []string{measure.BindingRate}})
+	sc, err := scenario.LoadFile(filepath.Join("testdata", "scenarios", "integration-in-order.yaml"), scenario.Options{Measurements: []string{measure.BindingRate}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,15 +77,45 @@ func TestIntegrationRounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	binds := map[int]int{}
+	binds, groups, pods := map[int]int{}, map[int]int{}, map[int]int{}
+	firstPod, lastGroup, lastBind := map[int]time.Time{}, map[int]time.Time{}, map[int]time.Time{}
 	lines := bufio.NewScanner(f)
 	for lines.Scan() {
 		var e timeline.Event
 		if err := json.Unmarshal(lines.Bytes(), &e); err != nil {
 			t.Fatal(err)
 		}
-		if e.Kind == timeline.PodBound {
+		switch e.Kind {
+		case timeline.PodBound:
 			binds[e.Rep]++
+			if e.Time.After(lastBind[e.Rep]) {
+				lastBind[e.Rep] = e.Time
+			}
+		case timeline.PodGroupCreated:
+			groups[e.Rep]++
+			if !e.Ahead || pods[e.Rep] > 0 {
+				t.Errorf("repetition %d: PodGroup %s ahead %v after %d pods; want every PodGroup ahead of the pods", e.Rep, e.Group, e.Ahead, pods[e.Rep])
+			}
+			lastGroup[e.Rep] = e.Time
+		case timeline.PodCreated:
+			if pods[e.Rep] == 0 || e.Time.Before(firstPod[e.Rep]) {
+				firstPod[e.Rep] = e.Time
+			}
+			pods[e.Rep]++
+		}
+	}
+	for rep, n := range groups {
+		if n != 100 || pods[rep] != 300 || !firstPod[rep].After(lastGroup[rep]) {
+			t.Errorf("repetition %d: %d PodGroups and %d pods, first pod %s after the last PodGroup; want 100, 300, after", rep, n, pods[rep], firstPod[rep].Sub(lastGroup[rep]))
+		}
+	}
+	// The window opened at the first pod: the watch's span cannot start before it.
+	for _, d := range run.DataItems {
+		if d.Name == measure.ItemBindingRate && d.Labels["phase"] == "" {
+			rep, _ := strconv.Atoi(d.Labels["repetition"])
+			if span := time.Duration(d.Data["DurationSeconds"] * float64(time.Second)); span <= 0 || span > lastBind[rep].Sub(firstPod[rep])+time.Millisecond {
+				t.Errorf("repetition %d: window %s, longer than first pod to last bind (%s): it opened before the pods", rep, span, lastBind[rep].Sub(firstPod[rep]))
+			}
 		}
 	}
 	if len(binds) != 2 || binds[1] != 300 || binds[2] != 300 {
