@@ -34,12 +34,6 @@ const RefCPUPerPod = "cpuPerPod"
 // ticks, and a window of a few seconds then still has tens of samples to interpolate between.
 const cpuSampleEvery = 100 * time.Millisecond
 
-// cpuSample is the CPU a process tree had spent by a time.
-type cpuSample struct {
-	at  time.Time
-	cpu time.Duration
-}
-
 // treeCPU samples the CPU of a process and its descendants until stopped. A process that exits
 // keeps its last reading, so the total never falls.
 type treeCPU struct {
@@ -48,7 +42,7 @@ type treeCPU struct {
 	mu      sync.Mutex
 	last    map[int]procstat.Usage
 	reused  time.Duration // CPU of processes whose pid another process has taken since
-	samples []cpuSample
+	samples []measure.CPUSample
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -92,34 +86,17 @@ func (t *treeCPU) sample() {
 	for _, u := range t.last {
 		total += u.CPU
 	}
-	t.samples = append(t.samples, cpuSample{at: time.Now(), cpu: total})
+	t.samples = append(t.samples, measure.CPUSample{At: time.Now(), CPU: total})
 }
 
 // Stop ends the sampling and returns the samples, oldest first, the last one taken now.
-func (t *treeCPU) Stop() []cpuSample {
+func (t *treeCPU) Stop() []measure.CPUSample {
 	close(t.stop)
 	<-t.done
 	t.sample()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return slices.Clone(t.samples)
-}
-
-// cpuAt interpolates the CPU spent by time at between the samples around it; false when at lies
-// outside them.
-func cpuAt(samples []cpuSample, at time.Time) (time.Duration, bool) {
-	i, _ := slices.BinarySearchFunc(samples, at, func(s cpuSample, t time.Time) int { return s.at.Compare(t) })
-	switch {
-	case len(samples) == 0 || i == len(samples):
-		return 0, false
-	case samples[i].at.Equal(at):
-		return samples[i].cpu, true
-	case i == 0:
-		return 0, false
-	}
-	a, b := samples[i-1], samples[i]
-	f := float64(at.Sub(a.at)) / float64(b.at.Sub(a.at))
-	return a.cpu + time.Duration(f*float64(b.cpu-a.cpu)), true
 }
 
 // groupLog collects the scheduler's "Successfully scheduled a pod group" lines from scheduler_perf's
@@ -169,7 +146,7 @@ func (g *groupLog) line(l []byte) {
 // referenceCPU is scheduler_perf's CPU per pod from its samples and its scheduled groups, as the
 // data item of RefCPUPerPod; false when the log has fewer than two groups or the samples do not
 // cover their window.
-func referenceCPU(samples []cpuSample, groups []scheduledGroup) (results.DataItem, bool) {
+func referenceCPU(samples []measure.CPUSample, groups []scheduledGroup) (results.DataItem, bool) {
 	if len(groups) < 2 {
 		return results.DataItem{}, false
 	}
@@ -180,8 +157,8 @@ func referenceCPU(samples []cpuSample, groups []scheduledGroup) (results.DataIte
 	for _, g := range groups[1:] {
 		pods += g.pods
 	}
-	c0, ok0 := cpuAt(samples, first.at)
-	c1, ok1 := cpuAt(samples, last.at)
+	c0, ok0 := measure.CPUAt(samples, first.at)
+	c1, ok1 := measure.CPUAt(samples, last.at)
 	window := last.at.Sub(first.at)
 	if !ok0 || !ok1 || pods == 0 || window <= 0 {
 		return results.DataItem{}, false
@@ -212,11 +189,15 @@ func measureReferenceCPU(ctx context.Context, pid int, log *groupLog) func(res *
 
 // runCPUPerPod is gangbench's CPU per pod bound in a scenario's measured windows, the median over
 // its repetitions: all components together and each one (ms), and the busy cores of the machine.
-func runCPUPerPod(run *results.Run, scenario string) (all float64, per map[string]float64, cores float64, n int) {
+// With inRefWindow, only the part of each window scheduler_perf's own figure covers (from the
+// first group placed to the last, over the pods of the groups after the first; the resources
+// items' CPUSecondsSchedulerPerfWindow), with the cores the components kept busy in it.
+func runCPUPerPod(run *results.Run, scenario string, inRefWindow bool) (all float64, per map[string]float64, cores float64, n int) {
 	type rep struct {
-		cpu   map[string]float64
-		pods  float64
-		cores float64
+		cpu     map[string]float64
+		pods    float64
+		cores   float64
+		seconds float64
 	}
 	reps := map[string]*rep{}
 	get := func(r string) *rep {
@@ -225,6 +206,10 @@ func runCPUPerPod(run *results.Run, scenario string) (all float64, per map[strin
 		}
 		return reps[r]
 	}
+	cpuKey := "CPUSeconds"
+	if inRefWindow {
+		cpuKey = "CPUSecondsSchedulerPerfWindow"
+	}
 	for _, d := range run.DataItems {
 		if d.Labels["scenario"] != scenario || d.Labels["phase"] != "" {
 			continue
@@ -232,11 +217,19 @@ func runCPUPerPod(run *results.Run, scenario string) (all float64, per map[strin
 		r := d.Labels["repetition"]
 		switch d.Name {
 		case measure.ItemResources:
-			get(r).cpu[d.Labels["component"]] += d.Data["CPUSeconds"]
+			if v, ok := d.Data[cpuKey]; ok {
+				get(r).cpu[d.Labels["component"]] += v
+			}
 		case measure.ItemMachineCPU:
-			get(r).cores = d.Data[measure.Value]
+			if inRefWindow {
+				get(r).pods, get(r).seconds = d.Data["SchedulerPerfWindowPods"], d.Data["SchedulerPerfWindowSeconds"]
+			} else {
+				get(r).cores = d.Data[measure.Value]
+			}
 		case measure.ItemBindingRate:
-			get(r).pods = d.Data["Count"]
+			if !inRefWindow {
+				get(r).pods = d.Data["Count"]
+			}
 		}
 	}
 	var alls, coress []float64
@@ -249,6 +242,9 @@ func runCPUPerPod(run *results.Run, scenario string) (all float64, per map[strin
 		for c, v := range r.cpu {
 			sum += v
 			comps[c] = append(comps[c], 1000*v/r.pods)
+		}
+		if inRefWindow && r.seconds > 0 {
+			r.cores = sum / r.seconds
 		}
 		alls = append(alls, 1000*sum/r.pods)
 		coress = append(coress, r.cores)
@@ -264,12 +260,12 @@ func runCPUPerPod(run *results.Run, scenario string) (all float64, per map[strin
 }
 
 // cpuPerPodLine compares the two sides' CPU per pod, or says why it cannot.
-func cpuPerPodLine(all float64, per map[string]float64, cores float64, n int, ref results.DataItem) string {
+func cpuPerPodLine(what string, all float64, per map[string]float64, cores float64, n int, ref results.DataItem) string {
 	comps := slices.SortedFunc(maps.Keys(per), func(a, b string) int { return cmp.Or(resourceRank(a)-resourceRank(b), strings.Compare(a, b)) })
 	var parts []string
 	for _, c := range comps {
 		parts = append(parts, fmt.Sprintf("%s %.1f", c, per[c]))
 	}
-	return fmt.Sprintf("CPU per pod bound: gangbench %.1f ms (median of %d: %s; %.2f cores busy), scheduler_perf %.1f ms (scheduler, apiserver and etcd in its window; %.2f cores busy): %.2f×",
-		all, n, strings.Join(parts, ", "), cores, ref.Data["Average"], ref.Data["Cores"], all/ref.Data["Average"])
+	return fmt.Sprintf("%s: gangbench %.1f ms (median of %d: %s; %.2f cores busy), scheduler_perf %.1f ms (scheduler, apiserver and etcd in its window; %.2f cores busy): %.2f×",
+		what, all, n, strings.Join(parts, ", "), cores, ref.Data["Average"], ref.Data["Cores"], all/ref.Data["Average"])
 }

@@ -40,9 +40,9 @@ func TestReferenceCPU(t *testing.T) {
 	}
 	// 1 s of CPU every 0.5 s of wall time: two cores busy. From the first group (06:10:00) to the
 	// last (06:10:02) the tree spent 4 s on the 6 pods of the groups after the first.
-	var samples []cpuSample
+	var samples []measure.CPUSample
 	for i := 0; i <= 6; i++ {
-		samples = append(samples, cpuSample{at: at("2026-12-03 06:09:59.750").Add(time.Duration(i) * 500 * time.Millisecond), cpu: time.Duration(i) * time.Second})
+		samples = append(samples, measure.CPUSample{At: at("2026-12-03 06:09:59.750").Add(time.Duration(i) * 500 * time.Millisecond), CPU: time.Duration(i) * time.Second})
 	}
 	it, ok := referenceCPU(samples, g.groups)
 	if !ok {
@@ -56,27 +56,6 @@ func TestReferenceCPU(t *testing.T) {
 	}
 	if _, ok := referenceCPU(samples, g.groups[:1]); ok {
 		t.Error("one group is no window")
-	}
-}
-
-func TestCPUAt(t *testing.T) {
-	s := []cpuSample{{at("2026-12-03 06:00:00.000"), 0}, {at("2026-12-03 06:00:01.000"), time.Second}, {at("2026-12-03 06:00:02.000"), 3 * time.Second}}
-	for _, c := range []struct {
-		at   string
-		want time.Duration
-		ok   bool
-	}{
-		{"2026-12-03 06:00:00.000", 0, true},
-		{"2026-12-03 06:00:00.250", 250 * time.Millisecond, true},
-		{"2026-12-03 06:00:01.500", 2 * time.Second, true},
-		{"2026-12-03 06:00:02.000", 3 * time.Second, true},
-		{"2026-12-03 05:59:59.000", 0, false},
-		{"2026-12-03 06:00:02.001", 0, false},
-	} {
-		got, ok := cpuAt(s, at(c.at))
-		if got != c.want || ok != c.ok {
-			t.Errorf("cpuAt(%s) = %v, %v; want %v, %v", c.at, got, ok, c.want, c.ok)
-		}
 	}
 }
 
@@ -99,12 +78,12 @@ func TestTreeCPU(t *testing.T) {
 		t.Fatalf("samples %v", s)
 	}
 	for i := 1; i < len(s); i++ {
-		if s[i].cpu < s[i-1].cpu || s[i].at.Before(s[i-1].at) {
+		if s[i].CPU < s[i-1].CPU || s[i].At.Before(s[i-1].At) {
 			t.Fatalf("samples go back: %v", s)
 		}
 	}
-	if s[len(s)-1].cpu < self.CPU+20*time.Millisecond {
-		t.Errorf("last sample %v, want at least %v", s[len(s)-1].cpu, self.CPU+20*time.Millisecond)
+	if s[len(s)-1].CPU < self.CPU+20*time.Millisecond {
+		t.Errorf("last sample %v, want at least %v", s[len(s)-1].CPU, self.CPU+20*time.Millisecond)
 	}
 }
 
@@ -130,7 +109,7 @@ func TestRunCPUPerPod(t *testing.T) {
 		// Another scenario's window does not count.
 		{Name: measure.ItemResources, Labels: map[string]string{"scenario": "other", "repetition": "1", "component": "scheduler"}, Data: map[string]float64{"CPUSeconds": 999}},
 	}}
-	all, per, cores, n := runCPUPerPod(run, "s")
+	all, per, cores, n := runCPUPerPod(run, "s", false)
 	if n != 2 || !near(all, 12.5) || !near(per["kube-scheduler"], 4.5) || !near(per["kube-apiserver"], 8) || !near(cores, 1.95) {
 		t.Errorf("all %v per %v cores %v n %d", all, per, cores, n)
 	}
@@ -146,6 +125,44 @@ func TestRunCPUPerPod(t *testing.T) {
 	}
 	run.DataItems = append(run.DataItems, item)
 	if sec := ReferenceSection(run); len(sec) != 1 || !strings.Contains(sec[0], "CPU per pod bound 1.25× (12.5 ms against 10.0)") {
+		t.Errorf("section %q", sec)
+	}
+	if _, _, _, n := runCPUPerPod(run, "s", true); n != 0 {
+		t.Errorf("windows without scheduler_perf's part gave %d figures in it", n)
+	}
+}
+
+// TestRunCPUPerPodInRefWindow: like with like, the CPU from the first group placed to the last over
+// the pods of the groups after the first, and the cores that part kept busy.
+func TestRunCPUPerPodInRefWindow(t *testing.T) {
+	lab := func(comp string) map[string]string {
+		l := map[string]string{"scenario": "s", "repetition": "1"}
+		if comp != "" {
+			l["component"] = comp
+		}
+		return l
+	}
+	run := &results.Run{DataItems: []results.DataItem{
+		// The whole window: 3000 pods for 40 CPU s; scheduler_perf's part: 2000 pods for 16 CPU s in 10 s.
+		{Name: measure.ItemResources, Labels: lab("kube-scheduler"), Data: map[string]float64{"CPUSeconds": 10, "CPUSecondsSchedulerPerfWindow": 6}},
+		{Name: measure.ItemResources, Labels: lab("kube-apiserver"), Data: map[string]float64{"CPUSeconds": 30, "CPUSecondsSchedulerPerfWindow": 10}},
+		{Name: measure.ItemBindingRate, Labels: lab(""), Data: map[string]float64{"Count": 3000}},
+		{Name: measure.ItemMachineCPU, Labels: lab(""), Data: map[string]float64{measure.Value: 1.9, "SchedulerPerfWindowPods": 2000, "SchedulerPerfWindowSeconds": 10}},
+	}}
+	all, per, cores, n := runCPUPerPod(run, "s", true)
+	if n != 1 || !near(all, 8) || !near(per["kube-scheduler"], 3) || !near(per["kube-apiserver"], 5) || !near(cores, 1.6) {
+		t.Errorf("in scheduler_perf's window: all %v per %v cores %v n %d; want 8 ms (3 + 5) on 1.6 cores", all, per, cores, n)
+	}
+	r := &ReferenceResult{Benchmark: "b", Items: map[string]results.DataItem{RefCPUPerPod: {Unit: "ms", Data: map[string]float64{"Average": 10, "Cores": 1.8}}}}
+	item, lines := ReferenceRatios(run, "s", r, 0)
+	if !near(item.Data["CPUPerPodInWindow"], 0.8) || !near(item.Data["CPUPerPod"], 40.0/3/10) {
+		t.Errorf("ratios %v, want 0.8 in the window and 1.33 over the whole", item.Data)
+	}
+	if len(lines) != 2 || !strings.HasPrefix(lines[1], "CPU per pod in scheduler_perf's window (first to last group placed): gangbench 8.0 ms") {
+		t.Errorf("lines %q", lines)
+	}
+	run.DataItems = append(run.DataItems, item)
+	if sec := ReferenceSection(run); len(sec) != 1 || !strings.Contains(sec[0], "CPU per pod bound 1.33× (13.3 ms against 10.0), 0.80× in scheduler_perf's window (8.0 ms)") {
 		t.Errorf("section %q", sec)
 	}
 }

@@ -456,3 +456,46 @@ func TestMetricDifferences(t *testing.T) {
 		}
 	}
 }
+
+func TestCPUAt(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 6, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	s := []CPUSample{{at(0), 0}, {at(1000), time.Second}, {at(2000), 3 * time.Second}}
+	for _, c := range []struct {
+		ms   int
+		want time.Duration
+		ok   bool
+	}{
+		{0, 0, true},
+		{250, 250 * time.Millisecond, true},
+		{1500, 2 * time.Second, true},
+		{2000, 3 * time.Second, true},
+		{-1000, 0, false},
+		{2001, 0, false},
+	} {
+		got, ok := CPUAt(s, at(c.ms))
+		if got != c.want || ok != c.ok {
+			t.Errorf("CPUAt(+%d ms) = %v, %v; want %v, %v", c.ms, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestSchedulerPerfWindow: from the first group's first bind to the last group's, over the pods of
+// every group but the first placed; a group with nothing bound is not in it.
+func TestSchedulerPerfWindow(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	s := func(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
+	gs := []GroupTimes{
+		{Group: "b", FirstBound: s(5), Bound: 1000},
+		{Group: "a", FirstBound: s(2), Bound: 1000},
+		{Group: "never", Bound: 0},
+		{Group: "c", FirstBound: s(9), Bound: 998},
+	}
+	w, ok := SchedulerPerfWindow(gs)
+	if !ok || !w.From.Equal(s(2)) || !w.To.Equal(s(9)) || w.Pods != 1998 {
+		t.Errorf("window %+v %v, want 2 s to 9 s over 1998 pods", w, ok)
+	}
+	if _, ok := SchedulerPerfWindow(gs[:1]); ok {
+		t.Error("one group is no window")
+	}
+}

@@ -68,12 +68,20 @@ type resources struct {
 	// it, touch them).
 	pids     map[clusters.Component][]int
 	resolved time.Time
+	// series is each component's CPU since the window's start at every sample, so the CPU of a part
+	// of the window (scheduler_perf's, from the first group placed to the last) can be read off.
+	series map[clusters.Component][]CPUSample
+	now    func() time.Time // time.Now; a test's clock
 }
 
 func newResources(env *Env) Measurement { return &resources{env: env, root: procstat.Proc} }
 
 func (m *resources) Start(ctx context.Context) error {
 	m.first, m.last, m.owner, m.peak = map[int]procstat.Usage{}, map[int]procstat.Usage{}, map[int]clusters.Component{}, map[clusters.Component]int64{}
+	m.series = map[clusters.Component][]CPUSample{}
+	if m.now == nil {
+		m.now = time.Now
+	}
 	mc, err := m.root.ReadMachine()
 	if err != nil {
 		return fmt.Errorf("resources: %w", err)
@@ -83,7 +91,7 @@ func (m *resources) Start(ctx context.Context) error {
 		return fmt.Errorf("resources: %w", err)
 	}
 	m.started = true
-	m.start = time.Now()
+	m.start = m.now()
 	sctx, cancel := context.WithCancel(ctx)
 	m.cancel, m.done = cancel, make(chan struct{})
 	go func() {
@@ -145,7 +153,43 @@ func (m *resources) sample(ctx context.Context, resolve bool) error {
 		}
 		m.peak[c] = max(m.peak[c], rss)
 	}
+	now := m.now()
+	cum := map[clusters.Component]time.Duration{}
+	for pid, u := range m.last {
+		cum[m.owner[pid]] += u.CPU - m.first[pid].CPU
+	}
+	for c, cpu := range cum {
+		m.series[c] = append(m.series[c], CPUSample{At: now, CPU: cpu})
+	}
 	return nil
+}
+
+// schedulerPerfWindowCPU is each component's CPU in scheduler_perf's part of the window and that
+// part; false when the timeline has no such part or the samples do not cover it.
+func (m *resources) schedulerPerfWindowCPU() (map[clusters.Component]time.Duration, GroupWindow, bool) {
+	if m.env.Timeline == nil {
+		return nil, GroupWindow{}, false
+	}
+	w, ok := SchedulerPerfWindow(Groups(m.env.Timeline.Events(), m.env.Measured))
+	if !ok {
+		return nil, w, false
+	}
+	out := map[clusters.Component]time.Duration{}
+	for c, s := range m.series {
+		from, ok0 := CPUAt(s, w.From)
+		to, ok1 := CPUAt(s, w.To)
+		if !ok0 || !ok1 {
+			// A component first seen inside the window (a restarted one) has no reading at its
+			// start; all it spent up to the end counts, as in the whole window's figure.
+			if ok1 && len(s) > 0 && s[0].At.After(w.From) {
+				out[c] = to
+				continue
+			}
+			return nil, w, false
+		}
+		out[c] = to - from
+	}
+	return out, w, true
 }
 
 func (m *resources) Gather(ctx context.Context) ([]results.DataItem, error) {
@@ -154,7 +198,8 @@ func (m *resources) Gather(ctx context.Context) ([]results.DataItem, error) {
 	if err := m.sample(ctx, true); err != nil {
 		return nil, fmt.Errorf("resources: %w", err)
 	}
-	wall := time.Since(m.start)
+	wall := m.now().Sub(m.start)
+	inWindow, pw, hasWindow := m.schedulerPerfWindowCPU()
 	mc, err := m.root.ReadMachine()
 	if err != nil {
 		return nil, fmt.Errorf("resources: %w", err)
@@ -188,6 +233,9 @@ func (m *resources) Gather(ctx context.Context) ([]results.DataItem, error) {
 			"WaitSeconds": a.wait.Seconds(),
 			"Processes":   float64(a.procs),
 		}})
+		if hasWindow {
+			items[len(items)-1].Data["CPUSecondsSchedulerPerfWindow"] = inWindow[c].Seconds()
+		}
 	}
 	// Busy cores from the counters alone (busy share of all CPU time, times the CPUs), so that the
 	// figure does not depend on how the harness's own clock lines up with the kernel's ticks.
@@ -199,6 +247,12 @@ func (m *resources) Gather(ctx context.Context) ([]results.DataItem, error) {
 	items = append(items, results.DataItem{Name: ItemMachineCPU, Unit: "cores", Data: map[string]float64{
 		Value: busy, "StealCores": steal, "CPUs": float64(mc.CPUs), "WindowSeconds": wall.Seconds(),
 	}})
+	if hasWindow {
+		// The part of the window perf reference charges scheduler_perf's CPU to, so the two tools'
+		// CPU per pod can be compared over the same stretch of work.
+		items[len(items)-1].Data["SchedulerPerfWindowSeconds"] = pw.To.Sub(pw.From).Seconds()
+		items[len(items)-1].Data["SchedulerPerfWindowPods"] = float64(pw.Pods)
+	}
 	if steal >= stolenCores {
 		// Stolen time counts as busy but ran none of the cluster: the same work then takes longer
 		// on the wall clock than on a machine of its own.

@@ -6,10 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/observe/procstat"
+	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/results"
 )
 
@@ -182,6 +185,66 @@ func TestResourcesSteal(t *testing.T) {
 		noted := strings.Contains(strings.Join(notes, "\n"), fmt.Sprintf("the host took %.2f of this machine's 2 cores", tc.wantCores))
 		if noted != tc.noted {
 			t.Errorf("steal %d ticks: noted %v, want %v (notes %q)", tc.steal, noted, tc.noted, notes)
+		}
+	}
+}
+
+// TestResourcesSchedulerPerfWindow: besides the whole window, each component's CPU from the first
+// group's first bind to the last group's, read off the samples between them, and that stretch's
+// length and pods (those of the groups after the first).
+func TestResourcesSchedulerPerfWindow(t *testing.T) {
+	f := fakeProc{t: t, dir: t.TempDir()}
+	f.proc(100, 1000, 50, 0, 7)
+	f.machine(10000, 10000)
+	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	var clock atomic.Int64 // ms after t0
+	tl := timeline.NewTimeline(nil)
+	env := &Env{
+		Cluster: &clusters.Cluster{Processes: func(context.Context) (map[clusters.Component][]int, error) {
+			return map[clusters.Component][]int{clusters.Scheduler: {100}}, nil
+		}},
+		Timeline: tl, Measured: []string{"p"},
+		Note: func(string, ...any) {},
+	}
+	m := &resources{env: env, root: procstat.Root(f.dir), now: func() time.Time { return t0.Add(time.Duration(clock.Load()) * time.Millisecond) }}
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The scheduler spends 1 s in the first second, 2 s in the second, 1 s in the third.
+	for _, step := range []struct{ ms, ticks int }{{1000, 1100}, {2000, 1300}} {
+		clock.Store(int64(step.ms))
+		f.proc(100, step.ticks, 50, 0, 7)
+		if err := m.sample(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	for _, e := range []timeline.Event{
+		{Time: at(-100), Kind: timeline.PodGroupCreated, Phase: "p", Group: "a", Policy: "gang", MinCount: 2},
+		{Time: at(-50), Kind: timeline.PodGroupCreated, Phase: "p", Group: "b", Policy: "gang", MinCount: 3},
+		{Time: at(500), Kind: timeline.PodBound, Phase: "p", Group: "a", Pod: "a-0"},
+		{Time: at(600), Kind: timeline.PodBound, Phase: "p", Group: "a", Pod: "a-1"},
+		{Time: at(1500), Kind: timeline.PodBound, Phase: "p", Group: "b", Pod: "b-0"},
+		{Time: at(1600), Kind: timeline.PodBound, Phase: "p", Group: "b", Pod: "b-1"},
+		{Time: at(2500), Kind: timeline.PodBound, Phase: "p", Group: "b", Pod: "b-2"},
+	} {
+		tl.Add(e)
+	}
+	clock.Store(3000)
+	f.proc(100, 1400, 50, 0, 7)
+	items, err := m.Gather(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// CPU at 0.5 s: 0.5 s; at 1.5 s: 2 s. The window is 1 s long and holds b's 3 pods.
+	s := resourceItem(t, items, string(clusters.Scheduler))
+	if !near(s.Data["CPUSeconds"], 4) || !near(s.Data["CPUSecondsSchedulerPerfWindow"], 1.5) {
+		t.Errorf("scheduler: %v, want 4 s in the window and 1.5 s from a's first bind to b's", s.Data)
+	}
+	for _, d := range items {
+		if d.Name == ItemMachineCPU && (!near(d.Data["SchedulerPerfWindowSeconds"], 1) || d.Data["SchedulerPerfWindowPods"] != 3) {
+			t.Errorf("machine: %v, want a 1 s stretch over 3 pods", d.Data)
 		}
 	}
 }
