@@ -192,18 +192,7 @@ func (g *Generator) group(ctx context.Context, ph scenario.Phase, i int) (int, e
 		return ph.PodsPerGroup, nil
 	}
 	// Large groups: pods handed out in index order to a few goroutines.
-	var mu sync.Mutex
-	created := 0
-	err := g.parallel(ctx, ph.PodsPerGroup, podFanOut, func(j int) error {
-		if err := g.pod(ctx, ph, name, j); err != nil {
-			return err
-		}
-		mu.Lock()
-		created++
-		mu.Unlock()
-		return nil
-	})
-	return created, err
+	return g.parallel(ctx, ph.PodsPerGroup, podFanOut, func(j int) error { return g.pod(ctx, ph, name, j) })
 }
 
 // podGroup creates PodGroup i of the phase; ahead marks one made before the measured window.
@@ -243,46 +232,41 @@ func (g *Generator) PodGroupsAhead(ctx context.Context, ph scenario.Phase) error
 	if !ph.InOrder {
 		return nil
 	}
-	return g.parallel(ctx, ph.Groups, g.workers(), func(i int) error { return g.podGroup(ctx, ph, i, true) })
+	_, err := g.parallel(ctx, ph.Groups, g.workers(), func(i int) error { return g.podGroup(ctx, ph, i, true) })
+	return err
 }
 
 // podsInOrder creates an in-order phase's pods: pod k is member k mod podsPerGroup of group k div
 // podsPerGroup (scheduler_perf's gang-pod template), indexes handed out in order to
 // InOrderParallelism workers, so each gang is whole before much of the next exists.
 func (g *Generator) podsInOrder(ctx context.Context, ph scenario.Phase) (int, error) {
-	var mu sync.Mutex
-	created := 0
-	err := g.parallel(ctx, ph.Pods(), scenario.InOrderParallelism, func(k int) error {
-		if err := g.pod(ctx, ph, GroupName(ph.Name, k/ph.PodsPerGroup), k%ph.PodsPerGroup); err != nil {
-			return err
-		}
-		mu.Lock()
-		created++
-		mu.Unlock()
-		return nil
+	return g.parallel(ctx, ph.Pods(), scenario.InOrderParallelism, func(k int) error {
+		return g.pod(ctx, ph, GroupName(ph.Name, k/ph.PodsPerGroup), k%ph.PodsPerGroup)
 	})
-	return created, err
 }
 
 // parallel calls f for 0..n-1, handed out in order to the given number of goroutines; it stops
-// handing out at the first error or when ctx ends, and returns the first error.
-func (g *Generator) parallel(ctx context.Context, n, workers int, f func(int) error) error {
+// handing out at the first error or when ctx ends. It returns how many calls succeeded and the
+// first error.
+func (g *Generator) parallel(ctx context.Context, n, workers int, f func(int) error) (int, error) {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
+		done  int
 		first error
 	)
 	next := make(chan int)
 	for range min(workers, n) {
 		wg.Go(func() {
 			for i := range next {
-				if err := f(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
+				err := f(i)
+				mu.Lock()
+				if err == nil {
+					done++
+				} else if first == nil {
+					first = err
 				}
+				mu.Unlock()
 			}
 		})
 	}
@@ -305,7 +289,7 @@ feed:
 	if first == nil && ctx.Err() != nil {
 		first = context.Cause(ctx)
 	}
-	return first
+	return done, first
 }
 
 func (g *Generator) pod(ctx context.Context, ph scenario.Phase, group string, j int) error {
