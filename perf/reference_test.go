@@ -238,4 +238,13 @@ func TestReferenceRounds(t *testing.T) {
 	if _, ok := BracketRatios(run, "s", "1", nil, nil); ok {
 		t.Error("no reference run is no ratio")
 	}
+	// The median line gives the in-window CPU per pod with its milliseconds, not a zero.
+	cpu := []results.DataItem{
+		{Data: map[string]float64{"CPUPerPodInWindow": 0.8, "CPUPerPodInWindowMs": 10}},
+		{Data: map[string]float64{"CPUPerPodInWindow": 1.0, "CPUPerPodInWindowMs": 12}},
+		{Data: map[string]float64{"CPUPerPodInWindow": 0.9, "CPUPerPodInWindowMs": 11}},
+	}
+	if sec := ReferenceSection(&results.Run{DataItems: []results.DataItem{MedianRatio(cpu)}}); len(sec) != 1 || !strings.Contains(sec[0], "0.90× [rounds 0.80–1.00×] in scheduler_perf's window (11.0 ms)") {
+		t.Errorf("median line with CPU per pod in the window: %q", sec)
+	}
 }

@@ -217,7 +217,7 @@ func MedianRatio(rounds []results.DataItem) results.DataItem {
 			item.Labels[k] = v
 		}
 	}
-	for _, k := range append(slices.Clone(ratioKeys), "ReferenceDrift", "CPUPerPodMs", "ReferenceCPUPerPodMs", "ProbeMicros", "ReferenceProbeMicros") {
+	for _, k := range append(slices.Clone(ratioKeys), "ReferenceDrift", "CPUPerPodMs", "ReferenceCPUPerPodMs", "CPUPerPodInWindowMs", "ProbeMicros", "ReferenceProbeMicros") {
 		var vs []float64
 		for _, r := range rounds {
 			if v, ok := r.Data[k]; ok {
