@@ -61,6 +61,13 @@ func newHarness(t *testing.T, o Options) *harness {
 	})
 	o.StateDir = h.root
 	o.Runner = h.runner.run
+	// Without a kwok binary of its own, a test with KwokNodes resolves kwok from the real binary
+	// cache and builds it there when missing: on a cold machine a -short run then spent minutes in
+	// `go install sigs.k8s.io/kwok` (TestCloseStopsTheRestartedKwok once hit go test's 10-minute
+	// limit that way). A fake binary keeps these tests hermetic.
+	if o.KwokBinary == "" {
+		o.KwokBinary = fakeKwokBinary(t)
+	}
 	// A node image named like a user's (not gangbench's) keeps kind's own CNI, so these tests need
 	// no pod network set-up from the fake nodes; cni_test.go covers that path.
 	if o.EnsureNodeImage == nil {
@@ -141,9 +148,7 @@ func newHarness(t *testing.T, o Options) *harness {
 // heldLease is the node Lease a kubelet or kwok holds and has just renewed. Nothing renews it in the
 // fake, so its duration is an hour rather than a kubelet's 40 s: a test slowed down on a loaded
 // machine must not see it expire before the readiness wait reads it and then wait out the 5-minute
-// ready timeout. (A -short run of this package on a loaded machine once hit go test's 10-minute limit
-// in TestCloseStopsTheRestartedKwok, a readiness watch still waiting; its files show 5 minutes
-// already gone before kwok's config was written, which this does not explain.)
+// ready timeout.
 func heldLease(node string) *coordinationv1.Lease {
 	holder, seconds := node, int32(3600)
 	return &coordinationv1.Lease{
@@ -283,7 +288,6 @@ func TestCreateWithoutEngineHere(t *testing.T) {
 func TestCreateFlow(t *testing.T) {
 	h := newHarness(t, Options{
 		Workers: 2, KwokNodes: 3, SchedulerImage: "example.com/kube-scheduler:gang",
-		KwokBinary: fakeKwokBinary(t),
 	})
 	spec := clusters.Spec{
 		Name:                  testCluster,
