@@ -3,6 +3,7 @@ package perf
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -234,6 +235,19 @@ func TestReferenceRounds(t *testing.T) {
 	rounds[0].Data["BindingRate"] = 0.7
 	if sec := ReferenceSection(&results.Run{DataItems: []results.DataItem{MedianRatio(rounds)}}); len(sec) != 1 || !strings.Contains(sec[0], "binding rate 0.70× [rounds 0.50–0.90×] (target ≥ 0.80×, target missed)") {
 		t.Errorf("median line with a slower round: %q", sec)
+	}
+	// The rate in scheduler_perf's window has its own verdict on the median line, and none per round.
+	for i, v := range []float64{0.95, 0.85, 0.6} {
+		rounds[i].Data["BindingRateSinceFirstBind"] = v
+	}
+	sec = ReferenceSection(&results.Run{DataItems: append(slices.Clone(rounds), MedianRatio(rounds))})
+	if len(sec) != 4 || !strings.Contains(sec[3], "0.85× [rounds 0.60–0.95×] in scheduler_perf's window (first to last bind; target ≥ 0.80×, met)") ||
+		!strings.Contains(sec[0], "0.95× in scheduler_perf's window (first to last bind)") {
+		t.Errorf("in-window verdicts: %q", sec)
+	}
+	rounds[1].Data["BindingRateSinceFirstBind"] = 0.7
+	if sec := ReferenceSection(&results.Run{DataItems: []results.DataItem{MedianRatio(rounds)}}); len(sec) != 1 || !strings.Contains(sec[0], "0.70× [rounds 0.60–0.95×] in scheduler_perf's window (first to last bind; target ≥ 0.80×, missed)") {
+		t.Errorf("in-window median below the target: %q", sec)
 	}
 	if _, ok := BracketRatios(run, "s", "1", nil, nil); ok {
 		t.Error("no reference run is no ratio")
