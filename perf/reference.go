@@ -148,6 +148,9 @@ func RunReference(ctx context.Context, o ReferenceOptions) (*ReferenceResult, er
 		return nil, fmt.Errorf("scheduler_perf %s: %w\n--- last lines ---\n%s", o.Reference.Benchmark(), err, tail.String())
 	}
 	res.Benchmark, res.Started, res.Wall = o.Reference.Benchmark(), start, wall
+	if it, ok := referenceRateFromCreation(res.Items[RefDuration], groups.groups); ok {
+		res.Items[RefRateFromCreation] = it
+	}
 	if _, ok := res.Items[RefThroughput]; !ok {
 		return nil, fmt.Errorf("scheduler_perf %s wrote no %s (did the workload run?)\n--- last lines ---\n%s", o.Reference.Benchmark(), RefThroughput, tail.String())
 	}
