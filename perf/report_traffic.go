@@ -18,13 +18,15 @@ func TrafficLines(r *results.Run) []string {
 	type window struct {
 		scenario, rep                  string
 		requests, events, watches      []string
+		rejected                       []string
 		reqTotal, evTotal, watched     float64
+		rejectedTotal                  float64
 		hasReqs, hasEvents, hasWatches bool
 	}
 	var order []string
 	windows := map[string]*window{}
 	for _, it := range r.DataItems {
-		if it.Name != measure.ItemAPIRequests && it.Name != measure.ItemWatchEvents && it.Name != measure.ItemWatches {
+		if it.Name != measure.ItemAPIRequests && it.Name != measure.ItemAPIRejected && it.Name != measure.ItemWatchEvents && it.Name != measure.ItemWatches {
 			continue
 		}
 		key := it.Labels["scenario"] + "\x00" + it.Labels["repetition"]
@@ -41,6 +43,10 @@ func TrafficLines(r *results.Run) []string {
 			w.reqTotal, w.hasReqs = per, true
 		case it.Name == measure.ItemAPIRequests && len(w.requests) < trafficShown:
 			w.requests = append(w.requests, fmt.Sprintf("%s %s", it.Labels[measure.LabelRequest], perPodFigure(per)))
+		case it.Name == measure.ItemAPIRejected && it.Labels[measure.LabelRequest] == measure.All:
+			w.rejectedTotal = it.Data["Count"]
+		case it.Name == measure.ItemAPIRejected && len(w.rejected) < trafficShown:
+			w.rejected = append(w.rejected, fmt.Sprintf("%s %.0f", it.Labels[measure.LabelRequest], it.Data["Count"]))
 		case it.Name == measure.ItemWatchEvents && it.Labels[measure.LabelResource] == measure.All:
 			w.evTotal, w.hasEvents = per, true
 		case it.Name == measure.ItemWatchEvents && len(w.events) < trafficShown:
@@ -56,17 +62,28 @@ func TrafficLines(r *results.Run) []string {
 		w := windows[k]
 		var parts []string
 		if w.hasReqs {
-			parts = append(parts, fmt.Sprintf("%s requests (%s)", perPodFigure(w.reqTotal), strings.Join(w.requests, ", ")))
+			parts = append(parts, fmt.Sprintf("%s requests%s", perPodFigure(w.reqTotal), kinds(w.requests)))
+		}
+		if w.rejectedTotal > 0 {
+			parts = append(parts, fmt.Sprintf("%.0f refused with 429 and retried%s", w.rejectedTotal, kinds(w.rejected)))
 		}
 		if w.hasEvents {
-			parts = append(parts, fmt.Sprintf("%s watch events sent (%s)", perPodFigure(w.evTotal), strings.Join(w.events, ", ")))
+			parts = append(parts, fmt.Sprintf("%s watch events sent%s", perPodFigure(w.evTotal), kinds(w.events)))
 		}
 		if w.hasWatches {
-			parts = append(parts, fmt.Sprintf("%g watches open at the end (%s)", w.watched, strings.Join(w.watches, ", ")))
+			parts = append(parts, fmt.Sprintf("%g watches open at the end%s", w.watched, kinds(w.watches)))
 		}
 		out = append(out, fmt.Sprintf("%s rep %s: %s", w.scenario, w.rep, strings.Join(parts, "; ")))
 	}
 	return out
+}
+
+// kinds is the busiest kinds of a traffic part in parentheses, or nothing when there are none.
+func kinds(k []string) string {
+	if len(k) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(k, ", ") + ")"
 }
 
 // perPodFigure prints a per-pod count with the digits that matter: 1.00 binding per pod, 0.003

@@ -31,6 +31,11 @@ const (
 	// ItemWatchEvents is the watch events the apiserver sent per measured pod, by resource (label
 	// resource, or "all"). Data: PerPod and Count.
 	ItemWatchEvents = "apiserverWatchEvents"
+	// ItemAPIRejected is the requests the apiserver answered 429 Too Many Requests between the
+	// window's two scrapes (priority and fairness had no seat or queue place for them; client-go
+	// retries them after the Retry-After it is given), by request as ItemAPIRequests, which
+	// counts them too. Data: PerPod and Count.
+	ItemAPIRejected = "apiserverRejected"
 	// ItemWatches is the watches open on the apiserver when the window closed, by resource (label
 	// resource, or "all"): who the watch events went to. Data: Value.
 	ItemWatches = "apiserverWatches"
@@ -77,7 +82,43 @@ func (m *traffic) Gather(ctx context.Context) ([]results.DataItem, error) {
 		counterDelta(m.before, after, MetricRequests, RequestKey), pods)
 	items = append(items, perPod(ItemWatchEvents, LabelResource, "events/pod",
 		counterDelta(m.before, after, MetricWatchEvents, watchKey), pods)...)
+	rejected := counterDelta(m.before, after, MetricRequests, rejectedKey)
+	items = append(items, perPod(ItemAPIRejected, LabelRequest, "requests/pod", rejected, pods)...)
+	if n := sumCounts(rejected); n > 0 {
+		// scheduler_perf's scheduler talks to its apiserver as the loopback client (system:masters),
+		// which priority and fairness exempts: this is a cost its window never has.
+		m.env.note("the apiserver refused %.0f requests with 429 Too Many Requests during the window (%s), and their clients retried them after a delay; scheduler_perf's scheduler is exempt from priority and fairness",
+			n, strings.Join(countsText(rejected, 3), ", "))
+	}
 	return append(items, openWatches(after)...), nil
+}
+
+// rejectedKey is RequestKey for the series of requests answered 429, "" for all others.
+func rejectedKey(l map[string]string) string {
+	if l["code"] != "429" {
+		return ""
+	}
+	return RequestKey(l)
+}
+
+func sumCounts(counts map[string]float64) float64 {
+	n := 0.0
+	for _, v := range counts {
+		n += v
+	}
+	return n
+}
+
+// countsText is the first n keys of counts, busiest first, with their counts.
+func countsText(counts map[string]float64, n int) []string {
+	var out []string
+	for _, k := range sortedByCount(counts) {
+		if len(out) == n {
+			break
+		}
+		out = append(out, fmt.Sprintf("%s %.0f", k, counts[k]))
+	}
+	return out
 }
 
 // openWatches is the watches open by resource in a scrape, all of them first, then by count.
@@ -190,10 +231,7 @@ func labels(m *dto.Metric) map[string]string {
 
 // perPod turns counts by key into items, busiest first, with their sum under All.
 func perPod(name, label, unit string, counts map[string]float64, pods int) []results.DataItem {
-	total := 0.0
-	for _, v := range counts {
-		total += v
-	}
+	total := sumCounts(counts)
 	keys := sortedByCount(counts)
 	item := func(k string, n float64) results.DataItem {
 		return results.DataItem{Name: name, Unit: unit, Labels: map[string]string{label: k},

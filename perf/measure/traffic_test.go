@@ -3,6 +3,7 @@ package measure
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/gangbench/gangbench/clusters"
@@ -136,5 +137,66 @@ func TestTrafficRestartedAPIServer(t *testing.T) {
 	items, err := m.Gather(context.Background())
 	if err != nil || len(items) != 0 || len(notes) != 1 {
 		t.Errorf("items %v, err %v, notes %q; want none and a note", items, err, notes)
+	}
+}
+
+// TestTrafficRejected counts the requests the apiserver answered 429 in the window, by request,
+// says so in a note, and records a zero (without a note) when it refused none.
+func TestTrafficRejected(t *testing.T) {
+	body := func(bound, refused int) []byte {
+		return fmt.Appendf(nil, `# TYPE apiserver_request_total counter
+apiserver_request_total{code="201",resource="pods",subresource="binding",verb="POST"} %d
+apiserver_request_total{code="429",resource="pods",subresource="binding",verb="POST"} %d
+apiserver_request_total{code="429",resource="events",subresource="",verb="POST"} %[2]d
+apiserver_request_total{code="429",resource="",subresource="",verb="GET"} 9
+`, bound, refused)
+	}
+	for _, tt := range []struct {
+		name          string
+		before, after []byte
+		all, binds    float64
+		noted         bool
+	}{
+		{"refused", body(0, 5), body(100, 45), 80, 40, true},
+		{"none", body(0, 5), body(100, 5), 0, 0, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tl := timeline.NewTimeline(nil)
+			for i := range 100 {
+				tl.Add(timeline.Event{Kind: timeline.PodCreated, Phase: "gangs", Pod: fmt.Sprint("p", i)})
+			}
+			var notes []string
+			env := &Env{
+				Cluster:  &clusters.Cluster{APIServerMetrics: fixtureServer(t, tt.before, tt.after)},
+				Timeline: tl, Measured: []string{"gangs"},
+				Note: func(format string, args ...any) { notes = append(notes, fmt.Sprintf(format, args...)) },
+			}
+			m := newTraffic(env)
+			ctx := context.Background()
+			if err := m.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			items, err := m.Gather(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all, ok := find(items, ItemAPIRejected, LabelRequest, All)
+			if !ok || all.Data["Count"] != tt.all || !near(all.Data["PerPod"], tt.all/100) {
+				t.Errorf("rejected in all: %+v (found %v), want %g", all, ok, tt.all)
+			}
+			binds, ok := find(items, ItemAPIRejected, LabelRequest, "POST pods/binding")
+			if tt.binds > 0 && (!ok || binds.Data["Count"] != tt.binds) {
+				t.Errorf("rejected bindings: %+v (found %v), want %g", binds, ok, tt.binds)
+			}
+			if tt.binds == 0 && ok {
+				t.Errorf("no binding was refused, yet %+v", binds)
+			}
+			if _, ok := find(items, ItemAPIRejected, LabelRequest, "GET "); ok {
+				t.Error("a non-resource request counted")
+			}
+			if got := len(notes) == 1 && strings.Contains(notes[0], "refused 80 requests with 429") && strings.Contains(notes[0], "POST events 40, POST pods/binding 40"); got != tt.noted {
+				t.Errorf("notes %q", notes)
+			}
+		})
 	}
 }
