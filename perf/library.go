@@ -216,7 +216,7 @@ func ItemNames() []string {
 		measure.ItemBindingRate, measure.ItemAPIServerBindingRate, measure.ItemBindCountMismatch,
 		measure.ItemGangLatency, measure.ItemPhaseGangLatency, measure.ItemBindSpread,
 		measure.ItemPartialGangs, measure.ItemUnboundFitting, measure.ItemStatusRegressions,
-		measure.ItemCreationRate, ItemHarness, ItemQuietWait, measure.ItemAPIRequests, measure.ItemAPIRejected, measure.ItemWatchEvents, measure.ItemWatches,
+		measure.ItemCreationRate, ItemHarness, ItemQuietWait, measure.ItemAPIRequests, measure.ItemAPIErrors, measure.ItemWatchEvents, measure.ItemWatches,
 	}
 	names = append(names, FaultItemNames()...)
 	for _, h := range measure.SchedulerHistograms() {

@@ -18,15 +18,15 @@ func TrafficLines(r *results.Run) []string {
 	type window struct {
 		scenario, rep                  string
 		requests, events, watches      []string
-		rejected                       []string
+		failed                         []string
 		reqTotal, evTotal, watched     float64
-		rejectedTotal                  float64
+		failedTotal                    float64
 		hasReqs, hasEvents, hasWatches bool
 	}
 	var order []string
 	windows := map[string]*window{}
 	for _, it := range r.DataItems {
-		if it.Name != measure.ItemAPIRequests && it.Name != measure.ItemAPIRejected && it.Name != measure.ItemWatchEvents && it.Name != measure.ItemWatches {
+		if it.Name != measure.ItemAPIRequests && it.Name != measure.ItemAPIErrors && it.Name != measure.ItemWatchEvents && it.Name != measure.ItemWatches {
 			continue
 		}
 		key := it.Labels["scenario"] + "\x00" + it.Labels["repetition"]
@@ -43,10 +43,10 @@ func TrafficLines(r *results.Run) []string {
 			w.reqTotal, w.hasReqs = per, true
 		case it.Name == measure.ItemAPIRequests && len(w.requests) < trafficShown:
 			w.requests = append(w.requests, fmt.Sprintf("%s %s", it.Labels[measure.LabelRequest], perPodFigure(per)))
-		case it.Name == measure.ItemAPIRejected && it.Labels[measure.LabelRequest] == measure.All:
-			w.rejectedTotal = it.Data["Count"]
-		case it.Name == measure.ItemAPIRejected && len(w.rejected) < trafficShown:
-			w.rejected = append(w.rejected, fmt.Sprintf("%s %.0f", it.Labels[measure.LabelRequest], it.Data["Count"]))
+		case it.Name == measure.ItemAPIErrors && it.Labels[measure.LabelRequest] == measure.All:
+			w.failedTotal = it.Data["Count"]
+		case it.Name == measure.ItemAPIErrors && len(w.failed) < trafficShown:
+			w.failed = append(w.failed, fmt.Sprintf("%s %.0f", it.Labels[measure.LabelRequest], it.Data["Count"]))
 		case it.Name == measure.ItemWatchEvents && it.Labels[measure.LabelResource] == measure.All:
 			w.evTotal, w.hasEvents = per, true
 		case it.Name == measure.ItemWatchEvents && len(w.events) < trafficShown:
@@ -64,8 +64,8 @@ func TrafficLines(r *results.Run) []string {
 		if w.hasReqs {
 			parts = append(parts, fmt.Sprintf("%s requests%s", perPodFigure(w.reqTotal), kinds(w.requests)))
 		}
-		if w.rejectedTotal > 0 {
-			parts = append(parts, fmt.Sprintf("%.0f refused with 429 and retried%s", w.rejectedTotal, kinds(w.rejected)))
+		if w.failedTotal > 0 {
+			parts = append(parts, fmt.Sprintf("%.0f answered with an error%s", w.failedTotal, kinds(w.failed)))
 		}
 		if w.hasEvents {
 			parts = append(parts, fmt.Sprintf("%s watch events sent%s", perPodFigure(w.evTotal), kinds(w.events)))

@@ -387,7 +387,7 @@ func schedulerFigures(runs []*results.Run) []*results.Run {
 		c := *r
 		c.DataItems = slices.DeleteFunc(slices.Clone(r.DataItems), func(d results.DataItem) bool {
 			switch d.Name {
-			case measure.ItemCreationRate, perf.ItemHarness, perf.ItemQuietWait, measure.ItemAPIRequests, measure.ItemAPIRejected, measure.ItemWatchEvents, measure.ItemWatches:
+			case measure.ItemCreationRate, perf.ItemHarness, perf.ItemQuietWait, measure.ItemAPIRequests, measure.ItemAPIErrors, measure.ItemWatchEvents, measure.ItemWatches:
 				return true
 			}
 			return false

@@ -31,11 +31,12 @@ const (
 	// ItemWatchEvents is the watch events the apiserver sent per measured pod, by resource (label
 	// resource, or "all"). Data: PerPod and Count.
 	ItemWatchEvents = "apiserverWatchEvents"
-	// ItemAPIRejected is the requests the apiserver answered 429 Too Many Requests between the
-	// window's two scrapes (priority and fairness had no seat or queue place for them; client-go
-	// retries them after the Retry-After it is given), by request as ItemAPIRequests, which
-	// counts them too. Data: PerPod and Count.
-	ItemAPIRejected = "apiserverRejected"
+	// ItemAPIErrors is the requests the apiserver answered with an error status (4xx, 5xx)
+	// between the window's two scrapes, which ItemAPIRequests counts too; label request is
+	// "VERB resource[/subresource] CODE", or "all". 429 is priority and fairness finding no seat
+	// or queue place (client-go retries after the Retry-After it is given), 409 a conflict.
+	// Data: PerPod and Count.
+	ItemAPIErrors = "apiserverErrors"
 	// ItemWatches is the watches open on the apiserver when the window closed, by resource (label
 	// resource, or "all"): who the watch events went to. Data: Value.
 	ItemWatches = "apiserverWatches"
@@ -82,23 +83,35 @@ func (m *traffic) Gather(ctx context.Context) ([]results.DataItem, error) {
 		counterDelta(m.before, after, MetricRequests, RequestKey), pods)
 	items = append(items, perPod(ItemWatchEvents, LabelResource, "events/pod",
 		counterDelta(m.before, after, MetricWatchEvents, watchKey), pods)...)
-	rejected := counterDelta(m.before, after, MetricRequests, rejectedKey)
-	items = append(items, perPod(ItemAPIRejected, LabelRequest, "requests/pod", rejected, pods)...)
-	if n := sumCounts(rejected); n > 0 {
-		// scheduler_perf's scheduler talks to its apiserver as the loopback client (system:masters),
-		// which priority and fairness exempts: this is a cost its window never has.
-		m.env.note("the apiserver refused %.0f requests with 429 Too Many Requests during the window (%s), and their clients retried them after a delay; scheduler_perf's scheduler is exempt from priority and fairness",
-			n, strings.Join(countsText(rejected, 3), ", "))
+	failed := counterDelta(m.before, after, MetricRequests, errorKey)
+	items = append(items, perPod(ItemAPIErrors, LabelRequest, "requests/pod", failed, pods)...)
+	if n := sumCounts(failed); n > 0 {
+		m.env.note("the apiserver answered %.0f requests with an error status during the window (%s)%s",
+			n, strings.Join(countsText(failed, 3), ", "), throttledWhy(failed))
 	}
 	return append(items, openWatches(after)...), nil
 }
 
-// rejectedKey is RequestKey for the series of requests answered 429, "" for all others.
-func rejectedKey(l map[string]string) string {
-	if l["code"] != "429" {
+// errorKey is RequestKey and the status code for the series of requests answered 4xx or 5xx, ""
+// for all others.
+func errorKey(l map[string]string) string {
+	k := RequestKey(l)
+	if k == "" || len(l["code"]) != 3 || l["code"][0] < '4' {
 		return ""
 	}
-	return RequestKey(l)
+	return k + " " + l["code"]
+}
+
+// throttledWhy explains 429s among failed requests, which a reader comparing with scheduler_perf
+// needs: its scheduler talks to its apiserver as the loopback client (system:masters), which
+// priority and fairness exempts, so its window never has them.
+func throttledWhy(failed map[string]float64) string {
+	for k := range failed {
+		if strings.HasSuffix(k, " 429") {
+			return "; 429 is priority and fairness refusing a request it has no seat or queue place for, which the client retries after a delay; scheduler_perf's scheduler is exempt from priority and fairness"
+		}
+	}
+	return ""
 }
 
 func sumCounts(counts map[string]float64) float64 {

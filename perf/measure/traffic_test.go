@@ -140,25 +140,28 @@ func TestTrafficRestartedAPIServer(t *testing.T) {
 	}
 }
 
-// TestTrafficRejected counts the requests the apiserver answered 429 in the window, by request,
-// says so in a note, and records a zero (without a note) when it refused none.
-func TestTrafficRejected(t *testing.T) {
-	body := func(bound, refused int) []byte {
+// TestTrafficErrors counts the requests the apiserver answered with an error status in the window,
+// by request and code, says so in a note (explaining 429s), and records a zero without a note when
+// there were none.
+func TestTrafficErrors(t *testing.T) {
+	body := func(bound, refused, conflicts int) []byte {
 		return fmt.Appendf(nil, `# TYPE apiserver_request_total counter
 apiserver_request_total{code="201",resource="pods",subresource="binding",verb="POST"} %d
 apiserver_request_total{code="429",resource="pods",subresource="binding",verb="POST"} %d
-apiserver_request_total{code="429",resource="events",subresource="",verb="POST"} %[2]d
+apiserver_request_total{code="409",resource="pods",subresource="binding",verb="POST"} %d
 apiserver_request_total{code="429",resource="",subresource="",verb="GET"} 9
-`, bound, refused)
+apiserver_request_total{code="0",resource="pods",subresource="",verb="WATCH"} 3
+`, bound, refused, conflicts)
 	}
 	for _, tt := range []struct {
-		name          string
-		before, after []byte
-		all, binds    float64
-		noted         bool
+		name                   string
+		before, after          []byte
+		all, refused, conflict float64
+		note                   string
 	}{
-		{"refused", body(0, 5), body(100, 45), 80, 40, true},
-		{"none", body(0, 5), body(100, 5), 0, 0, false},
+		{"throttled", body(0, 5, 0), body(100, 45, 2), 42, 40, 2, "answered 42 requests with an error status during the window (POST pods/binding 429 40, POST pods/binding 409 2); 429 is priority and fairness"},
+		{"conflicts only", body(0, 5, 0), body(100, 5, 3), 3, 0, 3, "answered 3 requests with an error status during the window (POST pods/binding 409 3)"},
+		{"none", body(0, 5, 0), body(100, 5, 0), 0, 0, 0, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tl := timeline.NewTimeline(nil)
@@ -180,22 +183,28 @@ apiserver_request_total{code="429",resource="",subresource="",verb="GET"} 9
 			if err != nil {
 				t.Fatal(err)
 			}
-			all, ok := find(items, ItemAPIRejected, LabelRequest, All)
+			all, ok := find(items, ItemAPIErrors, LabelRequest, All)
 			if !ok || all.Data["Count"] != tt.all || !near(all.Data["PerPod"], tt.all/100) {
-				t.Errorf("rejected in all: %+v (found %v), want %g", all, ok, tt.all)
+				t.Errorf("errors in all: %+v (found %v), want %g", all, ok, tt.all)
 			}
-			binds, ok := find(items, ItemAPIRejected, LabelRequest, "POST pods/binding")
-			if tt.binds > 0 && (!ok || binds.Data["Count"] != tt.binds) {
-				t.Errorf("rejected bindings: %+v (found %v), want %g", binds, ok, tt.binds)
+			for key, want := range map[string]float64{"POST pods/binding 429": tt.refused, "POST pods/binding 409": tt.conflict} {
+				it, ok := find(items, ItemAPIErrors, LabelRequest, key)
+				if (want > 0) != ok || (ok && it.Data["Count"] != want) {
+					t.Errorf("%s: %+v (found %v), want %g", key, it, ok, want)
+				}
 			}
-			if tt.binds == 0 && ok {
-				t.Errorf("no binding was refused, yet %+v", binds)
+			for _, it := range items {
+				if it.Name == ItemAPIErrors && (strings.HasPrefix(it.Labels[LabelRequest], "GET") || strings.Contains(it.Labels[LabelRequest], "WATCH")) {
+					t.Errorf("a non-resource request or a code-0 watch counted: %+v", it)
+				}
 			}
-			if _, ok := find(items, ItemAPIRejected, LabelRequest, "GET "); ok {
-				t.Error("a non-resource request counted")
-			}
-			if got := len(notes) == 1 && strings.Contains(notes[0], "refused 80 requests with 429") && strings.Contains(notes[0], "POST events 40, POST pods/binding 40"); got != tt.noted {
-				t.Errorf("notes %q", notes)
+			switch {
+			case tt.note == "" && len(notes) != 0:
+				t.Errorf("notes %q, want none", notes)
+			case tt.note != "" && (len(notes) != 1 || !strings.Contains(notes[0], tt.note)):
+				t.Errorf("notes %q, want one with %q", notes, tt.note)
+			case tt.note != "" && tt.refused == 0 && strings.Contains(notes[0], "429"):
+				t.Errorf("note %q explains a 429 that did not happen", notes[0])
 			}
 		})
 	}
