@@ -15,27 +15,23 @@ const trafficShown = 6
 // TrafficLines are one line per measured window: the apiserver's requests and watch events per
 // measured pod, in all and for the busiest kinds, and the watches they went to, in run order.
 func TrafficLines(r *results.Run) []string {
-	type window struct {
-		scenario, rep                  string
+	var out []string
+	for _, win := range itemsByWindow(r, measure.ItemAPIRequests, measure.ItemAPIErrors, measure.ItemWatchEvents, measure.ItemWatches) {
+		out = append(out, trafficLine(win))
+	}
+	return out
+}
+
+// trafficLine is one window's traffic line.
+func trafficLine(win *windowItems) string {
+	var w struct {
 		requests, events, watches      []string
 		failed                         []string
 		reqTotal, evTotal, watched     float64
 		failedTotal                    float64
 		hasReqs, hasEvents, hasWatches bool
 	}
-	var order []string
-	windows := map[string]*window{}
-	for _, it := range r.DataItems {
-		if it.Name != measure.ItemAPIRequests && it.Name != measure.ItemAPIErrors && it.Name != measure.ItemWatchEvents && it.Name != measure.ItemWatches {
-			continue
-		}
-		key := it.Labels["scenario"] + "\x00" + it.Labels["repetition"]
-		w := windows[key]
-		if w == nil {
-			w = &window{scenario: it.Labels["scenario"], rep: it.Labels["repetition"]}
-			windows[key] = w
-			order = append(order, key)
-		}
+	for _, it := range win.items {
 		// The measurement writes each item's kinds busiest first, after their sum.
 		per := it.Data["PerPod"]
 		switch {
@@ -57,25 +53,20 @@ func TrafficLines(r *results.Run) []string {
 			w.watches = append(w.watches, fmt.Sprintf("%s %g", it.Labels[measure.LabelResource], it.Data[measure.Value]))
 		}
 	}
-	var out []string
-	for _, k := range order {
-		w := windows[k]
-		var parts []string
-		if w.hasReqs {
-			parts = append(parts, fmt.Sprintf("%s requests%s", perPodFigure(w.reqTotal), kinds(w.requests)))
-		}
-		if w.failedTotal > 0 {
-			parts = append(parts, fmt.Sprintf("%.0f answered with an error%s", w.failedTotal, kinds(w.failed)))
-		}
-		if w.hasEvents {
-			parts = append(parts, fmt.Sprintf("%s watch events sent%s", perPodFigure(w.evTotal), kinds(w.events)))
-		}
-		if w.hasWatches {
-			parts = append(parts, fmt.Sprintf("%g watches open at the end%s", w.watched, kinds(w.watches)))
-		}
-		out = append(out, fmt.Sprintf("%s rep %s: %s", w.scenario, w.rep, strings.Join(parts, "; ")))
+	var parts []string
+	if w.hasReqs {
+		parts = append(parts, fmt.Sprintf("%s requests%s", perPodFigure(w.reqTotal), kinds(w.requests)))
 	}
-	return out
+	if w.failedTotal > 0 {
+		parts = append(parts, fmt.Sprintf("%.0f answered with an error%s", w.failedTotal, kinds(w.failed)))
+	}
+	if w.hasEvents {
+		parts = append(parts, fmt.Sprintf("%s watch events sent%s", perPodFigure(w.evTotal), kinds(w.events)))
+	}
+	if w.hasWatches {
+		parts = append(parts, fmt.Sprintf("%g watches open at the end%s", w.watched, kinds(w.watches)))
+	}
+	return fmt.Sprintf("%s rep %s: %s", win.scenario, win.rep, strings.Join(parts, "; "))
 }
 
 // kinds is the busiest kinds of a traffic part in parentheses, or nothing when there are none.
