@@ -106,6 +106,19 @@ func TestIntegration(t *testing.T) {
 	if sched == nil || sched.Data["CPUSeconds"] <= 0 || sched.Data["PeakRSSMiB"] <= 0 {
 		t.Errorf("no resource figures for the scheduler: %+v", sched)
 	}
+	// The Go runtime of both components, read from their own /metrics: a real v1.37 binary serves
+	// every family the item reads.
+	for _, c := range []string{"kube-apiserver", "kube-scheduler"} {
+		i := slices.IndexFunc(run.DataItems, func(d results.DataItem) bool { return d.Name == measure.ItemGoRuntime && d.Labels["component"] == c })
+		if i < 0 {
+			t.Errorf("no %s item for %s", measure.ItemGoRuntime, c)
+			continue
+		}
+		d := run.DataItems[i].Data
+		if d["AllocMiBPerPod"] <= 0 || d["GoroutinesPerPod"] <= 0 || d["StackStartKiB"] <= 0 || len(d) != 7 {
+			t.Errorf("%s runtime of %s: %v", measure.ItemGoRuntime, c, d)
+		}
+	}
 	checkCPUProfiles(t, run, runDir)
 	for _, name := range []string{measure.ItemPartialGangs, measure.ItemUnboundFitting, measure.ItemStatusRegressions} {
 		if v := dataItem(t, run, name).Data[measure.Value]; v != 0 {

@@ -190,6 +190,12 @@ func writeText(w io.Writer, r *results.Run) error {
 			b.WriteString("  " + l + "\n")
 		}
 	}
+	if lines := GoRuntimeLines(r); len(lines) > 0 {
+		b.WriteString("\n" + strings.ToLower(goRuntimeCaption[:1]) + goRuntimeCaption[1:] + "\n")
+		for _, l := range lines {
+			b.WriteString("  " + l + "\n")
+		}
+	}
 	if lines := ReferenceSection(r); len(lines) > 0 {
 		b.WriteString("\nreference (upstream scheduler_perf, same version, in-process on this machine)\n")
 		for _, l := range lines {
@@ -334,6 +340,12 @@ func writeMarkdown(w io.Writer, r *results.Run) error {
 	writeResourcesMarkdown(&b, r)
 	if lines := TrafficLines(r); len(lines) > 0 {
 		b.WriteString("\n## apiserver traffic\n\n" + strings.ToUpper(trafficCaption[:1]) + trafficCaption[1:] + ".\n\n")
+		for _, l := range lines {
+			b.WriteString("- " + md(l) + "\n")
+		}
+	}
+	if lines := GoRuntimeLines(r); len(lines) > 0 {
+		b.WriteString("\n## Go runtime\n\n" + goRuntimeCaption + ".\n\n")
 		for _, l := range lines {
 			b.WriteString("- " + md(l) + "\n")
 		}

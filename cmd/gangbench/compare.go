@@ -379,15 +379,16 @@ func (f *compareFlags) reportComparison(runDir string, stdout io.Writer) error {
 }
 
 // schedulerFigures drops the data items that describe the harness, not the scheduler (the load
-// generator's achieved rate, harness diagnostics, the apiserver's traffic by kind): a "regression" there says nothing about the
-// scheduler, and every extra metric is one more chance of a false positive at the chosen alpha.
+// generator's achieved rate, harness diagnostics, the apiserver's traffic by kind, the components'
+// Go runtime): a "regression" there says nothing about the scheduler, and every extra metric is one
+// more chance of a false positive at the chosen alpha.
 func schedulerFigures(runs []*results.Run) []*results.Run {
 	out := make([]*results.Run, 0, len(runs))
 	for _, r := range runs {
 		c := *r
 		c.DataItems = slices.DeleteFunc(slices.Clone(r.DataItems), func(d results.DataItem) bool {
 			switch d.Name {
-			case measure.ItemCreationRate, perf.ItemHarness, perf.ItemQuietWait, measure.ItemAPIRequests, measure.ItemAPIErrors, measure.ItemWatchEvents, measure.ItemWatches:
+			case measure.ItemCreationRate, perf.ItemHarness, perf.ItemQuietWait, measure.ItemAPIRequests, measure.ItemAPIErrors, measure.ItemWatchEvents, measure.ItemWatches, measure.ItemGoRuntime:
 				return true
 			}
 			return false

@@ -67,7 +67,7 @@ const (
 
 // Names lists every measurement in its canonical order.
 func Names() []string {
-	return []string{BindingRate, GangLatency, SchedulerMetrics, Invariants, Resources, Traffic}
+	return []string{BindingRate, GangLatency, SchedulerMetrics, Invariants, Resources, Traffic, GoRuntime}
 }
 
 // Registry maps names to factories. It is built on each call, not kept in a package variable, so
@@ -80,6 +80,7 @@ func Registry() map[string]Factory {
 		Invariants:       newInvariants,
 		Resources:        newResources,
 		Traffic:          newTraffic,
+		GoRuntime:        newGoRuntime,
 	}
 }
 
