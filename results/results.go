@@ -160,6 +160,16 @@ func (d DataItem) UnitOf(key string) string {
 		return "s"
 	case strings.HasSuffix(key, "MiB"):
 		return "MiB"
+	case strings.HasSuffix(key, "KiB"):
+		return "KiB"
+	case strings.HasSuffix(key, "Ms"):
+		return "ms"
+	case strings.HasSuffix(key, "MiBPerPod"):
+		return "MiB/pod"
+	case key == "GoroutinesPerPod":
+		return "goroutines/pod"
+	case strings.HasSuffix(key, "Cycles"):
+		return "cycles"
 	case key == "CPUShare":
 		return "cores"
 	case strings.HasPrefix(key, "Ratio"):

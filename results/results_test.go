@@ -314,6 +314,8 @@ func TestDataItemUnitOf(t *testing.T) {
 		{partial, "Value", "gangs"}, {partial, "LongestPartialSeconds", "s"}, {partial, "Gangs", "gangs"},
 		{harness, "PeakRSSMiB", "MiB"}, {harness, "CPUShare", "cores"}, {harness, "CPUSeconds", "s"},
 		{DataItem{Unit: "pods/s"}, "RatioToBindingRate", "×"},
+		{harness, "StackStartKiB", "KiB"}, {harness, "SchedDelayMs", "ms"}, {harness, "AllocMiBPerPod", "MiB/pod"},
+		{harness, "GoroutinesPerPod", "goroutines/pod"}, {harness, "GCCycles", "cycles"}, {harness, "CPUPerPodMs", "ms"},
 	} {
 		if got := tc.d.UnitOf(tc.key); got != tc.want {
 			t.Errorf("%s (%q).%s: unit %q, want %q", tc.d.Name, tc.d.Unit, tc.key, got, tc.want)
