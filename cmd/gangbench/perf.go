@@ -102,7 +102,7 @@ Results are written in every case.`,
   gangbench perf run --nodes 500 --slo default
   gangbench perf run --scenario perf/scenarios/upstream-1000gangs.yaml --nodes 5000 --param groups=2000
   gangbench perf run --labels upstream --scheduler-binary ./my-kube-scheduler
-  gangbench perf run --scenario upstream-1000gangs-3pods --nodes 5000 --reference --rounds 3
+  gangbench perf run --scenario upstream-1000gangs-3pods --nodes 5000 --reference --rounds 5
   gangbench perf run --scenario smoke --nodes 50 --fault scheduler-kill@50% --fault kwok-restart@5s
   gangbench perf run --scenario smoke --param groups=40 --nodes 20 --fault gpu-unhealthy:8x2:10s@50%
   gangbench perf run --provider kind --workers 2 --scenario smoke --param groups=40 --nodes 20 --fault kubelet-restart@50%`,
