@@ -191,7 +191,7 @@ func writeText(w io.Writer, r *results.Run) error {
 		}
 	}
 	if lines := GoRuntimeLines(r); len(lines) > 0 {
-		b.WriteString("\n" + strings.ToLower(goRuntimeCaption[:1]) + goRuntimeCaption[1:] + "\n")
+		b.WriteString("\n" + goRuntimeCaption + "\n")
 		for _, l := range lines {
 			b.WriteString("  " + l + "\n")
 		}
