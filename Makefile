@@ -13,6 +13,8 @@ BIN := _output/bin/gangbench
 # Integration tests start real control planes; the first run may also build the binaries. The full
 # run includes every -short test (none is short-only), so make test runs them once, not twice.
 TEST_TIMEOUT ?= 80m
+# The packages make test runs (a subset such as ./perf/... to try one area with its time table).
+TEST_PKGS ?= ./...
 
 .DEFAULT_GOAL := help
 
@@ -60,11 +62,30 @@ doctor: build ## Which providers can run here, and why not
 build: ## Build the gangbench CLI into _output/bin
 	$(GO) build -trimpath -o $(BIN) ./cmd/gangbench
 
+# make test runs every test through tools/testtimes: the output is what plain `go test` prints, the
+# events land in $(TEST_OUT)/events.json, and the run ends with the packages and the slowest tests by
+# time (also when a step failed), so each change to the tests shows its cost.
+TEST_OUT := _output/test
+
 .PHONY: test
-test: k8s-build k8s-build-prev test-node-image ## Everything CI runs: vet, unit tests, and integration tests on real local and (when an engine answers) kind clusters
+test: k8s-build test-node-image ## Everything CI runs: vet, unit tests, integration tests on real local and (when an engine answers) kind clusters, fuzzing, then a time table
 	$(GO) vet ./...
-	$(GO) test -p 1 -count=1 -timeout $(TEST_TIMEOUT) ./...
-	$(MAKE) --no-print-directory fuzz
+	@$(MAKE) --no-print-directory timed-tests
+
+.PHONY: test-long
+test-long: k8s-build k8s-build-prev test-node-image ## make test plus what repeats its proofs elsewhere (the same proof on the other provider, upstream's specs against each wrong build) and the comparison across minor versions (builds v1.36 too)
+	$(GO) vet ./...
+	@GANGBENCH_TEST_LONG=1 $(MAKE) --no-print-directory timed-tests
+
+.PHONY: timed-tests
+timed-tests:
+	@rm -rf $(TEST_OUT) && mkdir -p $(TEST_OUT)
+	@$(GO) build -o $(TEST_OUT)/testtimes ./tools/testtimes
+	@set -o pipefail; rc=0; \
+	$(GO) test -json -p 1 -count=1 -timeout $(TEST_TIMEOUT) $(TEST_PKGS) | $(TEST_OUT)/testtimes stream -o $(TEST_OUT)/events.json -step test || rc=$$?; \
+	if [ $$rc = 0 ]; then $(MAKE) --no-print-directory fuzz FUZZ_EVENTS=$(abspath $(TEST_OUT))/events.json || rc=$$?; fi; \
+	$(TEST_OUT)/testtimes table $(TEST_OUT)/events.json; \
+	exit $$rc
 
 # Every decoder of user input is fuzzed for a short fixed time in `make test` (Go fuzzes one target
 # per command). Seed corpora live in each package's testdata/fuzz.
@@ -75,12 +96,18 @@ test: k8s-build k8s-build-prev test-node-image ## Everything CI runs: vet, unit 
 FUZZTIME ?= 30000x
 FUZZ_TARGETS := FuzzDecodeScenario:./perf/scenario/ FuzzDecodeSLO:./perf/slo/ FuzzParseSLOExpr:./perf/slo/ \
 	FuzzStrictYAML:./perf/internal/strictyaml/ FuzzReadRun:./results/ FuzzReadTimeline:./observe/monitor/
+# FUZZ_EVENTS (set by make test): record each target's events there, through tools/testtimes.
+FUZZ_EVENTS ?=
 
 .PHONY: fuzz
 fuzz: ## Fuzz every decoder for FUZZTIME each (default 30000x executions; a duration such as 10s works too)
-	@set -e; for t in $(FUZZ_TARGETS); do \
+	@set -eo pipefail; for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t%%:*} ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 500x $${t#*:}; \
+		if [ -n "$(FUZZ_EVENTS)" ]; then \
+			$(GO) test -json -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 500x $${t#*:} | $(abspath $(TEST_OUT))/testtimes stream -o $(FUZZ_EVENTS) -step "fuzz $${t%%:*}"; \
+		else \
+			$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 500x $${t#*:}; \
+		fi; \
 	done
 
 .PHONY: test-short

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gangbench/gangbench/clusters/kind"
+	"github.com/gangbench/gangbench/internal/testenv"
 )
 
 // These tests prove that the suites can fail: they run the suite binary (this test binary, re-executed
@@ -74,19 +75,28 @@ func behaviouralRE() string { return "^(" + strings.Join(behavioural, "|") + ")$
 // (it ignores PodGroups and schedules pods one by one). Every behavioural suite must report failures.
 // (The validation suite checks the apiserver, not the scheduler; TestProofGangAPIOff covers its
 // failure mode: an apiserver that does not serve the API stops the run before any test.)
+//
+// Half the timeouts, as on kind and for the mutants: a scheduler that ignores PodGroups makes most
+// steps wait out their deadlines, and a failure that must show shows as well at half (pass
+// thresholds do not scale).
 func TestProofGangSchedulingOff(t *testing.T) {
 	redRun(t)
-	proveGangSchedulingOff(t)
+	proveGangSchedulingOff(t, "-timeout-scale", "0.5")
 }
 
 // TestProofGangSchedulingOffKind is the same proof on kind: the wrong scheduler is swapped into the
 // control-plane node, the lanes that need real kubelets use the workers, and the suites must fail
 // there as they do on local.
+//
+// It repeats on kind the proof TestProofGangSchedulingOff makes in full on local, so it runs in
+// `make test-long`; `make test` keeps kind's short form of it, clusters/kind's
+// TestIntegrationKindWrongScheduler (the seed's gangs split on real kubelets under a scheduler with
+// gang scheduling off), beside every suite passing on kind (TestConformanceKind).
 func TestProofGangSchedulingOffKind(t *testing.T) {
+	testenv.SkipUnlessLong(t, "TestProofGangSchedulingOff makes this proof in full on local, and clusters/kind TestIntegrationKindWrongScheduler its short form on kind")
 	redRun(t)
 	skipWithoutEngine(t)
-	// Half the timeouts: the wrong scheduler makes most steps wait out their deadlines (13 min at
-	// full scale here), and a failure that must show shows as well at half.
+	// Half the timeouts, as on local (13 min at full scale here).
 	proveGangSchedulingOff(t, "-provider", "kind", "-timeout-scale", "0.5")
 }
 

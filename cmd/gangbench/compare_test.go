@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/internal/testenv"
 	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/results/compare"
 )
@@ -187,10 +188,15 @@ func compareSelf(t *testing.T) []string {
 // perf must measure both, and the assertions whose semantics changed must come out "not comparable"
 // while the unchanged ones are compared (a v1.36 behaviour outside the documented differences would
 // be reported as a regression or fix and fail this test through the exit code).
+//
+// It needs a second Kubernetes version built from source (about 24 minutes on a cold 2-core machine,
+// for this one test), so it runs in make test-long; make test keeps the gang API conversion's unit
+// tests (scenarios/gangapi) and the version-difference rules (suites/versions_test.go).
 func TestIntegrationCompareAcrossMinorVersions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real clusters; skipped with -short")
 	}
+	testenv.SkipUnlessLong(t, "it builds a second Kubernetes version (v1.36); make test keeps the gang API conversion's unit tests")
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	code := run([]string{"compare", "--old-version", "v1.36.3", "--new-version", "v1.37.2",

@@ -156,10 +156,10 @@ func writeAssertionDoc(w io.Writer, cat []suites.Assertion) error {
 	fmt.Fprintln(w, "they were built from, so none is excused by a version-specific known issue.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "\"A or B\" is met when either fails (which step a wrong build trips first can depend on timing). Where")
-	fmt.Fprintln(w, "upstream has specs about the behaviour, the proof runs upstream's gang specs against the build too and")
-	fmt.Fprintln(w, "reports whether they notice.")
+	fmt.Fprintln(w, "upstream has specs about the behaviour, `make test-long` also runs upstream's gang specs against the build")
+	fmt.Fprintln(w, "and reports whether they notice (a report, not a proof, so `make test` leaves it out).")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| build | binary | suite | what it gets wrong | must fail | upstream's specs run |\n|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| build | binary | suite | what it gets wrong | must fail | upstream's specs run (test-long) |\n|---|---|---|---|---|---|")
 	for _, m := range ms {
 		up := "no (no upstream spec about it)"
 		if m.Upstream {
