@@ -33,7 +33,7 @@ func TestStreamPrintsWhatPlainGoTestPrints(t *testing.T) {
 	printed, _ := streamGolden(t)
 	for _, want := range []string{
 		"why it failed", "inner broke", "--- FAIL: TestFail (0.00s)", // a failed test, whole
-		"FAIL\tgithub.com/gangbench/gangbench/demo\t0.029s", // package lines
+		"FAIL\tgithub.com/gangbench/gangbench/demo\t0.029s",            // package lines
 		"waiting for the cluster", "panic: test timed out after 10m0s", // a test that never ended
 	} {
 		if !strings.Contains(printed, want) {
