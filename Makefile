@@ -21,23 +21,23 @@ TEST_PKGS ?= ./...
 ##@ Use
 
 .PHONY: cluster
-cluster: build ## Create a local cluster (NODES, GPUS, NAME) and leave it running
-	$(BIN) cluster create --name $(NAME) --nodes $(NODES) --gpus-per-node $(GPUS) --k8s-version $(K8S_VERSION)
+cluster: $(if $(filter kind,$(PROVIDER)),deps) build ## Create a cluster (NODES, GPUS, NAME; local unless PROVIDER=kind) and leave it running
+	$(BIN) cluster create --name $(NAME) --nodes $(NODES) --gpus-per-node $(GPUS) --k8s-version $(K8S_VERSION) $(if $(PROVIDER),--provider $(PROVIDER))
 
 .PHONY: e2e
-e2e: build k8s-build ## Run the conformance suites on a fresh cluster (PROVIDER=kind|local, SUITES=barriers,preemption, E2E_FLAGS=...)
+e2e: deps build k8s-build ## Run the conformance suites on a fresh cluster (PROVIDER=kind|local, SUITES=barriers,preemption, E2E_FLAGS=...)
 	$(BIN) e2e --k8s-version $(K8S_VERSION) $(if $(PROVIDER),--provider $(PROVIDER)) $(if $(SUITES),--suites $(SUITES)) $(E2E_FLAGS)
 
 .PHONY: perf
-perf: build k8s-build ## Throughput benchmarks: default scenario set on NODES simulated 8-GPU nodes (PROVIDER=kind, SCENARIOS=…, SLO=file, PERF_FLAGS=…)
+perf: deps build k8s-build ## Throughput benchmarks: default scenario set on NODES simulated 8-GPU nodes (PROVIDER=kind, SCENARIOS=…, SLO=file, PERF_FLAGS=…)
 	$(BIN) perf run --k8s-version $(K8S_VERSION) $(if $(PROVIDER),--provider $(PROVIDER)) $(if $(filter command line,$(origin NODES)),--nodes $(NODES)) $(if $(SCENARIOS),--scenario $(SCENARIOS)) $(if $(SLO),--slo $(SLO)) $(PERF_FLAGS)
 
 .PHONY: compare
-compare: build k8s-build ## Compare two schedulers: OLD=v1.37.1 NEW=v1.37.2 (or OLD_BIN=… NEW_BIN=…, PROVIDER=kind), interleaved, with statistics
+compare: deps build k8s-build ## Compare two schedulers: OLD=v1.37.1 NEW=v1.37.2 (or OLD_BIN=… NEW_BIN=…, PROVIDER=kind), interleaved, with statistics
 	$(BIN) compare $(if $(PROVIDER),--provider $(PROVIDER)) $(if $(OLD),--old-version $(OLD)) $(if $(NEW),--new-version $(NEW)) $(if $(OLD_BIN),--old-scheduler-binary $(OLD_BIN)) $(if $(NEW_BIN),--new-scheduler-binary $(NEW_BIN)) $(COMPARE_FLAGS)
 
 .PHONY: lab
-lab: build k8s-build ## The seed's gang-scheduling lab, literally, with a verdict per experiment (PROVIDER=kind|local)
+lab: deps build k8s-build ## The seed's gang-scheduling lab, literally, with a verdict per experiment (PROVIDER=kind|local)
 	$(BIN) lab --k8s-version $(K8S_VERSION) $(if $(PROVIDER),--provider $(PROVIDER))
 
 .PHONY: cluster-delete
@@ -122,17 +122,42 @@ bench-cluster: k8s-build ## Benchmark cluster create → nodes Ready → delete 
 bench-kind: build ## Benchmark kind cluster create → Ready with GPUs → delete, 1 and 3 workers, warm node image
 	$(GO) test -run '^$$' -bench BenchmarkCreate -benchtime 3x -timeout 40m ./clusters/kind/
 
-# The kind node image is built from Debian's packages (debootstrap) and runc links libseccomp: where
-# a container engine answers, install the two when missing (as root, from the machine's own apt
-# sources). Without an engine the kind tests skip, and nothing is installed.
+# The kind node image is built on this machine: its root filesystem with debootstrap (as root), runc
+# with cgo against libseccomp (found with pkg-config, compiled with $$CC or gcc) and the pause program
+# linked statically (libc6-dev). clusters/kind/prereq.go checks the same list for `gangbench doctor`,
+# --provider auto and the build itself. Where a container engine answers, what is missing is
+# installed with apt-get as root; elsewhere this stops, before any build, with the command to run.
+# Without an engine nothing is needed (kind cannot run; the kind tests skip).
 .PHONY: node-image-deps
-node-image-deps: ## Install debootstrap and libseccomp-dev when an engine answers and they are missing
+node-image-deps: ## Install the kind node image build's packages when an engine answers and they are missing
 	@if docker info >/dev/null 2>&1 || podman info >/dev/null 2>&1 || nerdctl info >/dev/null 2>&1; then \
-		if ! command -v debootstrap >/dev/null || ! dpkg -s libseccomp-dev >/dev/null 2>&1; then \
-			echo "installing debootstrap libseccomp-dev (the kind node image build needs them)"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap libseccomp-dev >/dev/null; \
+		missing=; cc=$${CC:-gcc}; \
+		command -v debootstrap >/dev/null || missing="$$missing debootstrap"; \
+		command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
+		pkg-config --exists libseccomp 2>/dev/null || missing="$$missing libseccomp-dev"; \
+		if ! command -v $$cc >/dev/null; then missing="$$missing gcc libc6-dev"; \
+		else case "$$($$cc -print-file-name=libc.a)" in /*) ;; *) missing="$$missing libc6-dev";; esac; fi; \
+		if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing$$missing (the kind node image build needs them)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends$$missing >/dev/null; \
+		elif [ -n "$$missing" ]; then \
+			echo "error: the kind node image build needs$$missing; installing them needs root and apt-get. Run:" >&2; \
+			if command -v apt-get >/dev/null; then echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends$$missing" >&2; \
+			else echo "  install$$missing (Debian's names) with this system's package manager" >&2; fi; \
+			echo "then run make $(MAKECMDGOALS) again$(if $(filter e2e perf compare lab cluster,$(MAKECMDGOALS)),$(comma) or without kind: make $(MAKECMDGOALS) PROVIDER=local)" >&2; \
+			exit 1; \
+		elif [ "$$(id -u)" != 0 ]; then \
+			echo "note: not root: debootstrap cannot build the kind node image here; --provider auto uses local unless the image is cached (gangbench doctor)"; \
 		fi; \
 	fi
+
+comma := ,
+
+# What the user targets need before any build: the kind node image's packages when kind would be
+# used (an engine answers and PROVIDER is not local). The local provider needs nothing but Go.
+.PHONY: deps
+deps: $(if $(filter local,$(PROVIDER)),,node-image-deps) ## Install what PROVIDER (default: kind where an engine answers) needs here, or say how
+	@:
 
 # make test builds (or reuses) the node image before the tests when an engine answers, so a cold
 # build is its own step with its own progress and time, not hidden in the first kind test.

@@ -133,6 +133,10 @@ func (c *Collector) message(test string) string {
 
 func dur(sec float64) time.Duration { return time.Duration(sec * float64(time.Second)) }
 
+// NotReported begins the message of an assertion the suite binary never reported on (see Cases), so
+// a report can tell "nothing ran" from skips the suites decided.
+const NotReported = "not run: the suite binary reported no result"
+
 // Cases returns the assertions seen, in the order they finished, then setup failures. Every other
 // assertion of the catalogue is listed too, as a skip that says it never reported, unless the run
 // was interrupted (then only what ran is listed, under the run's INTERRUPTED banner).
@@ -162,7 +166,7 @@ func (c *Collector) list(complete bool) []results.Case {
 			continue
 		}
 		out = append(out, results.Case{ID: a.ID, Suite: a.Suite, Name: a.Statement, Ref: a.Ref, Verdict: results.Skip,
-			Message: "not run: the suite binary reported no result for it (feature \"" + a.Feature + "\")"})
+			Message: NotReported + " for it (feature \"" + a.Feature + "\")"})
 	}
 	out = append(out, c.featureFailures...)
 	return out

@@ -2,6 +2,7 @@ package kind
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,6 +35,8 @@ type NodeImageOptions struct {
 
 	// Rebuild builds the image even when it is cached.
 	Rebuild bool
+	// Host is how the build's prerequisites are checked before anything is built (nil: ThisHost).
+	Host *Host
 
 	noBuild bool
 }
@@ -69,24 +72,87 @@ func EnsureNodeImage(ctx context.Context, o NodeImageOptions) (*nodeimage.Image,
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
+	// Built once per call: the look before a build and the build both need its digest.
+	var (
+		pluginImg  v1.Image
+		pluginErr  error
+		pluginDone bool
+	)
 	plugin := func(ctx context.Context) (v1.Image, string, error) {
+		if pluginDone {
+			return pluginImg, defaultPluginRef, pluginErr
+		}
+		pluginDone = true
 		root := o.ModuleRoot
 		if root == "" {
-			if root, err = findModuleRoot(); err != nil {
-				return nil, "", err
+			if root, pluginErr = findModuleRoot(); pluginErr != nil {
+				return nil, "", pluginErr
 			}
 		}
 		bin := filepath.Join(tmp, "fakegpu-device-plugin")
 		if err := image.BuildBinary(ctx, root, bin); err != nil {
-			return nil, "", fmt.Errorf("build device plugin binary: %w", err)
+			pluginErr = fmt.Errorf("build device plugin binary: %w", err)
+			return nil, "", pluginErr
 		}
-		img, err := image.Image(bin)
-		return img, defaultPluginRef, err
+		pluginImg, pluginErr = image.Image(bin)
+		return pluginImg, defaultPluginRef, pluginErr
 	}
-	return nodeimage.Ensure(ctx, nodeimage.Options{
+	no := nodeimage.Options{
 		KubernetesVersion: o.KubernetesVersion, Bins: o.Bins, Mirror: o.Mirror, Engine: engine,
 		Run: nodeimage.Runner(run), PluginImage: plugin, Progress: o.Progress, Log: o.Log, NoBuild: o.noBuild, Rebuild: o.Rebuild,
-	})
+	}
+	if !o.noBuild {
+		// Look before building: a machine that cannot build the image must say so now, not after the
+		// binaries' half hour (runc needs libseccomp, the root filesystem debootstrap and root).
+		build := o.Rebuild
+		if !build {
+			look := no
+			look.NoBuild, look.Progress, look.Log = true, nil, nil
+			_, err := nodeimage.Ensure(ctx, look)
+			switch {
+			case errors.Is(err, nodeimage.ErrNotCached):
+				build = true
+			case err != nil:
+				return nil, err
+			}
+		}
+		if build {
+			if err := checkBuildPrerequisites(ctx, o); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return nodeimage.Ensure(ctx, no)
+}
+
+// checkBuildPrerequisites returns a *PrerequisiteError when this machine lacks what a node image
+// build needs.
+func checkBuildPrerequisites(ctx context.Context, o NodeImageOptions) error {
+	h := ThisHost()
+	if o.Host != nil {
+		h = *o.Host
+	}
+	cache, err := k8sbin.CacheDirOf(o.Bins)
+	if err != nil {
+		return err
+	}
+	ps := Prerequisites(ctx, h, cache)
+	for _, p := range ps {
+		if !p.OK && p.Warning && o.Log != nil {
+			o.Log("warning: " + p.Name + ": " + p.Detail + "; " + p.Fix)
+		}
+	}
+	var missing []Prerequisite
+	for _, p := range MissingPrerequisites(ps, true) {
+		// What the cluster itself needs (cgroups) is the provider's to report, not the build's.
+		if p.ForBuild {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		return &PrerequisiteError{Missing: missing}
+	}
+	return nil
 }
 
 // PruneNodeImages removes gangbench's node images from the engine and the cache.

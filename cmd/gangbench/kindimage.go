@@ -1,15 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/clusters/kind"
+	"github.com/gangbench/gangbench/clusters/kind/nodeimage"
 )
 
 func newKindCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
@@ -40,20 +43,13 @@ from the engine and the cache instead.`,
 			if err := k8sbin.ValidateKubeVersion(version); err != nil {
 				return usageError{err}
 			}
-			prog := k8sbin.NewProgress(stderr)
-			defer prog.Close()
 			log := g.logger(stderr)
-			im, err := kind.EnsureNodeImage(cmd.Context(), kind.NodeImageOptions{
-				KubernetesVersion: version, Engine: engine, Bins: bins, Mirror: mirror, Progress: prog, Rebuild: rebuild,
+			im, what, err := showNodeImage(cmd.Context(), kind.NodeImageOptions{
+				KubernetesVersion: version, Engine: engine, Bins: bins, Mirror: mirror, Rebuild: rebuild,
 				Log: func(s string) { log.Info(s) },
-			})
+			}, stderr)
 			if err != nil {
 				return err
-			}
-			prog.Close()
-			what := "reused"
-			if im.Built {
-				what = "built"
 			}
 			archive := "archive " + im.Archive
 			if _, err := os.Stat(im.Archive); err != nil {
@@ -73,4 +69,43 @@ from the engine and the cache instead.`,
 	f.BoolVar(&rebuild, "rebuild", false, "build the image again even when it is cached (binaries and root filesystem stay cached)")
 	cmd.AddCommand(img)
 	return cmd
+}
+
+// ensureNodeImage builds (or reuses) the kind node image the flags ask for, its phases and times on
+// stderr, before a command hands the cluster to a process that would build it out of sight (the
+// suite binary, whose output goes to suites.log); nothing when --node-image gives one. A machine
+// that cannot build it is told so, with the fix, before anything is built (kind.EnsureNodeImage).
+func (f *clusterFlags) ensureNodeImage(ctx context.Context, moduleRoot string, stderr io.Writer) error {
+	if f.nodeImage != "" {
+		return nil
+	}
+	started := time.Now()
+	im, what, err := showNodeImage(ctx, kind.NodeImageOptions{
+		// The options the kind provider builds with, so that it finds this image.
+		KubernetesVersion: f.k8sVersion, Engine: f.engine, Bins: f.binOptions(nil), ModuleRoot: moduleRoot,
+		Log: func(s string) { fmt.Fprintln(stderr, s) },
+	}, stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "node image %s %s in %s\n", im.Ref, what, time.Since(started).Round(time.Second))
+	return nil
+}
+
+// showNodeImage is kind.EnsureNodeImage with its steps shown on w; it says whether the image was
+// "built" or "reused".
+func showNodeImage(ctx context.Context, o kind.NodeImageOptions, w io.Writer) (*nodeimage.Image, string, error) {
+	prog := k8sbin.NewProgress(w)
+	defer prog.Close()
+	o.Progress = prog
+	im, err := kind.EnsureNodeImage(ctx, o)
+	if err != nil {
+		return nil, "", err
+	}
+	// Closed before the caller prints, so its line does not land inside the display.
+	prog.Close()
+	if im.Built {
+		return im, "built", nil
+	}
+	return im, "reused", nil
 }
