@@ -51,46 +51,47 @@ func ParseComponent(s string) (Component, error) {
 // ErrNotFound is returned (wrapped) when a named cluster does not exist.
 var ErrNotFound = errors.New("cluster not found")
 
-// Spec is what a caller asks of a new cluster. Providers ignore what does not apply to them and say so
-// in Validate.
+// Spec is what a caller asks of a new cluster. Providers refuse in their validation what does not apply
+// to them. It is serialisable (package clusters/request carries it from the CLI to the suites binary):
+// ReadyTimeout is written in nanoseconds, as encoding/json writes a time.Duration.
 type Spec struct {
 	// Name identifies the cluster for list/delete/kubeconfig; empty means "gangbench".
-	Name string
+	Name string `json:"name,omitempty"`
 	// Nodes is the number of GPU worker nodes (simulated by kwok on the local provider).
-	Nodes int
+	Nodes int `json:"nodes,omitempty"`
 	// GPU describes each node's fake GPUs.
-	GPU fakegpu.Inventory
+	GPU fakegpu.Inventory `json:"gpu"`
 	// KubernetesVersion of the control plane, e.g. "v1.37.2".
-	KubernetesVersion string
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 	// FeatureGates are set on every Kubernetes component, over the defaults (GangFeatureGates).
-	FeatureGates map[string]bool
+	FeatureGates map[string]bool `json:"featureGates,omitempty"`
 	// ComponentFeatureGates override FeatureGates for one component, e.g. the scheduler with
 	// GenericWorkload=false to prove that a suite can fail.
-	ComponentFeatureGates map[Component]map[string]bool
+	ComponentFeatureGates map[Component]map[string]bool `json:"componentFeatureGates,omitempty"`
 	// RuntimeConfig is passed to kube-apiserver --runtime-config over the default
 	// (GangRuntimeConfig: scheduling.k8s.io/v1beta1=true on v1.37). A value of "false" removes an API.
-	RuntimeConfig map[string]string
+	RuntimeConfig map[string]string `json:"runtimeConfig,omitempty"`
 	// ExtraArgs are flags per component ("--name" without dashes → value); they override defaults.
-	ExtraArgs map[Component]map[string]string
+	ExtraArgs map[Component]map[string]string `json:"extraArgs,omitempty"`
 	// SchedulerBinary, when set, is run as the scheduler under test instead of the built one.
-	SchedulerBinary string
+	SchedulerBinary string `json:"schedulerBinary,omitempty"`
 	// KubeBinDir, when set, holds prebuilt kube-apiserver, kube-controller-manager, kube-scheduler
 	// (and optionally etcd, kwok) used instead of the build cache.
-	KubeBinDir string
+	KubeBinDir string `json:"kubeBinDir,omitempty"`
 	// ReadyTimeout bounds the whole create (components and nodes Ready); zero means a default.
-	ReadyTimeout time.Duration
+	ReadyTimeout time.Duration `json:"readyTimeout,omitempty"`
 	// NodeLeaseSeconds is the lease duration of the simulated nodes; kwok renews each lease a
 	// quarter of it apart, as a kubelet does. Zero means the kubelet's default, 40 s. A longer one
 	// (perf's quiet profile) takes the renewal load off the control plane; the controller-manager's
 	// node-monitor-grace-period is then raised to match (NodeMonitorGracePeriod), so that the node
 	// lifecycle controller does not mark nodes NotReady between renewals.
-	NodeLeaseSeconds int
+	NodeLeaseSeconds int `json:"nodeLeaseSeconds,omitempty"`
 	// PodsStayPending: kwok leaves a pod bound to a simulated node as its binding left it
 	// (PodScheduled=True, phase Pending) instead of making it Running and Ready, as in upstream
 	// scheduler_perf, which runs no kubelet. perf's quiet profile sets it: the status write per pod
 	// and its watch events were a fifth of the apiserver's CPU at 5000 nodes. Real kubelets' pods
 	// (kind workers) are not affected, and deleted pods still go away.
-	PodsStayPending bool
+	PodsStayPending bool `json:"podsStayPending,omitempty"`
 }
 
 // DefaultNodeLeaseSeconds is the kubelet's default node lease duration.

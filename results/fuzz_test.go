@@ -61,6 +61,8 @@ func FuzzReadRun(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"gangbench.dev/v1alpha1","kind":"Run","started":"2026-11-29T16:15:00+01:00","interrupted":true,` +
 		`"cases":[{"id":"A","suite":"s","name":"n","verdict":"pass","durationSeconds":1e-9,"measurements":{}}],"dataItems":[{"name":"x","data":null}]}`))
 	f.Add([]byte(`{"apiVersion":"gangbench.dev/v1alpha1","kind":"Run","cases":[{"verdict":"skip","durationSeconds":1e300}]}`))
+	f.Add([]byte(`{"apiVersion":"gangbench.dev/v1alpha1","kind":"Run","environment":{"host":{},"clusterName":"foo",` +
+		`"componentFeatureGates":{"kube-scheduler":{"A":"true"},"kube-apiserver":{}},"clusterRequest":{ "provider" : "local", "spec": {"readyTimeout": 180000000000} }}}`))
 
 	// One directory per fuzzing process, reused by every input: a process runs one input at a time,
 	// and a fresh t.TempDir per input made the file system, not the reader, the bottleneck.
@@ -139,6 +141,14 @@ func normalised(r *Run) *Run {
 	c.Notes = nilIfEmpty(c.Notes)
 	c.Environment.FeatureGates = nilIfEmptyMap(c.Environment.FeatureGates)
 	c.Environment.Extra = nilIfEmptyMap(c.Environment.Extra)
+	c.Environment.ComponentFeatureGates = nilIfEmptyMap(c.Environment.ComponentFeatureGates)
+	// The request is recorded verbatim: its layout (indentation, spaces) is not part of it.
+	if raw := c.Environment.ClusterRequest; len(raw) > 0 {
+		var b bytes.Buffer
+		if json.Compact(&b, raw) == nil {
+			c.Environment.ClusterRequest = b.Bytes()
+		}
+	}
 	c.Cases = append([]Case(nil), c.Cases...)
 	for i := range c.Cases {
 		c.Cases[i].Measurements = nilIfEmptyMap(c.Cases[i].Measurements)

@@ -75,6 +75,14 @@ type Environment struct {
 	GPUsPerNode  int               `json:"gpusPerNode,omitempty"`
 	Host         Host              `json:"host"`
 	FeatureGates map[string]string `json:"featureGates,omitempty"`
+	// ComponentFeatureGates are the feature gates each Kubernetes component ran with (FeatureGates
+	// with the component's own on top), keyed by component (kube-apiserver, …).
+	ComponentFeatureGates map[string]map[string]string `json:"componentFeatureGates,omitempty"`
+	// ClusterName is the name of the cluster the run created or used.
+	ClusterName string `json:"clusterName,omitempty"`
+	// ClusterRequest is the request the run created its cluster from, verbatim (gangbench's
+	// cluster-request.json: provider, spec, provider options); absent for an existing cluster.
+	ClusterRequest json.RawMessage `json:"clusterRequest,omitempty"`
 	// Profile is perf's load profile (quiet or realistic); empty for conformance runs.
 	Profile string            `json:"profile,omitempty"`
 	Extra   map[string]string `json:"extra,omitempty"`

@@ -2,6 +2,7 @@ package results
 
 import (
 	"bytes"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"flag"
@@ -320,5 +321,41 @@ func TestDataItemUnitOf(t *testing.T) {
 		if got := tc.d.UnitOf(tc.key); got != tc.want {
 			t.Errorf("%s (%q).%s: unit %q, want %q", tc.d.Name, tc.d.Unit, tc.key, got, tc.want)
 		}
+	}
+}
+
+// TestEnvironmentClusterRoundTrip: the effective cluster a run records (per-component gates, the
+// cluster's name and the request verbatim) comes back from run.json, and a run.json written before
+// these fields existed still reads.
+func TestEnvironmentClusterRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	in := fixture()
+	in.Environment.ClusterName = "foo"
+	in.Environment.ComponentFeatureGates = map[string]map[string]string{
+		"kube-scheduler": {"GenericWorkload": "false", "TopologyAwareWorkloadScheduling": "true"},
+		"kube-apiserver": {"GenericWorkload": "true", "TopologyAwareWorkloadScheduling": "true"},
+	}
+	in.Environment.ClusterRequest = []byte(`{"provider":"local","spec":{"name":"foo","nodes":3,"readyTimeout":180000000000}}`)
+	if err := Write(dir, in); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Environment.ClusterName != "foo" || !reflect.DeepEqual(got.Environment.ComponentFeatureGates, in.Environment.ComponentFeatureGates) {
+		t.Errorf("environment = %+v", got.Environment)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, got.Environment.ClusterRequest); err != nil || compact.String() != string(in.Environment.ClusterRequest) {
+		t.Errorf("cluster request = %s (%v), want %s", got.Environment.ClusterRequest, err, in.Environment.ClusterRequest)
+	}
+	old := fixture()
+	if err := Write(dir, old); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, FileName))
+	if strings.Contains(string(data), "clusterRequest") || strings.Contains(string(data), "componentFeatureGates") {
+		t.Errorf("empty fields are written:\n%s", data)
 	}
 }

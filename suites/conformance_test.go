@@ -7,22 +7,27 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gangbench/gangbench/clusters"
-	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/clusters/kind"
+	"github.com/gangbench/gangbench/clusters/request"
 	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/suites"
 )
 
-// Flags of the suite binary. `gangbench e2e` passes them; a user can too:
+// Flags of the suite binary. `gangbench e2e` passes the cluster as one -cluster-request file (every
+// cluster flag of e2e in it); the individual cluster flags below remain for go test users and the
+// proof tests, and build the same request:
 //
 //	go test ./suites/ -args -kubeconfig ~/.kube/config
 var (
+	clusterRequest = flag.String("cluster-request", "", "create the cluster of this request `file` (clusters/request; gangbench e2e writes <run-dir>/"+request.FileName+"); excludes the individual cluster flags")
 	kubeconfig     = flag.String("kubeconfig", "", "run against this cluster instead of creating a local one (needs a kwok controller for lane nodes)")
 	runDir         = flag.String("run-dir", "", "write monitor.json, cluster.json and failure artifacts here")
 	schedulerBin   = flag.String("scheduler-binary", "", "run this kube-scheduler as the scheduler under test (local, or kind: wrapped into an image)")
@@ -30,7 +35,7 @@ var (
 	k8sVersion     = flag.String("k8s-version", clusters.DefaultKubernetesVersion, "Kubernetes version (local cluster)")
 	schedulerGates = flag.String("scheduler-feature-gates", "", "feature gates for the scheduler only, e.g. GenericWorkload=false (local cluster)")
 	runtimeConfig  = flag.String("runtime-config", "", "kube-apiserver runtime-config overrides, e.g. scheduling.k8s.io/v1beta1=false (local cluster)")
-	keepCluster    = flag.Bool("keep-cluster", false, "leave the created cluster running")
+	keepCluster    = flag.Bool("keep-cluster", false, "leave the created cluster running (kind; a local cluster dies with this binary: use gangbench e2e --keep-cluster)")
 	scale          = flag.Float64("timeout-scale", 1, "multiply every timeout")
 	provider       = flag.String("provider", "local", "cluster provider when no -kubeconfig is given: local or kind")
 	workers        = flag.Int("workers", 0, "kind: worker nodes (default 2)")
@@ -63,9 +68,24 @@ func parseKV(s string) map[string]string {
 	return out
 }
 
-func runMain(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
+// clusterFlags are the flags that -cluster-request replaces.
+var clusterFlags = []string{"scheduler-binary", "kube-bin-dir", "k8s-version", "scheduler-feature-gates", "runtime-config", "keep-cluster", "provider", "workers", "node-image", "scheduler-image"}
+
+// requestOf is the cluster request of the flags: the -cluster-request file, or one built from the
+// individual flags.
+func requestOf() (request.Request, error) {
+	var set []string
+	flag.Visit(func(f *flag.Flag) {
+		if slices.Contains(clusterFlags, f.Name) {
+			set = append(set, "-"+f.Name)
+		}
+	})
+	if *clusterRequest != "" {
+		if len(set) > 0 {
+			return request.Request{}, fmt.Errorf("-cluster-request %s and %s both say which cluster to create; the request file holds them all", *clusterRequest, strings.Join(set, ", "))
+		}
+		return request.Read(*clusterRequest)
+	}
 	spec := clusters.Spec{KubernetesVersion: *k8sVersion, KubeBinDir: *kubeBinDir, SchedulerBinary: *schedulerBin, RuntimeConfig: parseKV(*runtimeConfig)}
 	if *upstreamBin != "" && *provider != kind.ProviderName {
 		// Upstream's preemption specs spread victims over two nodes; lanes are gone by then.
@@ -74,9 +94,33 @@ func runMain(m *testing.M) int {
 	if g := parseKV(*schedulerGates); len(g) > 0 {
 		gates := map[string]bool{}
 		for k, v := range g {
-			gates[k] = v == "true"
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return request.Request{}, fmt.Errorf("-scheduler-feature-gates %s=%s: want true or false", k, v)
+			}
+			gates[k] = b
 		}
 		spec.ComponentFeatureGates = map[clusters.Component]map[string]bool{clusters.Scheduler: gates}
+	}
+	r := request.New(*provider, spec)
+	r.Keep = *keepCluster
+	if *provider == kind.ProviderName {
+		r.KindOptions = &request.KindOptions{Workers: *workers, NodeImage: *nodeImage, SchedulerImage: *schedulerImage}
+	}
+	r = suites.ClusterRequest(r, os.Getpid())
+	return r, r.Validate()
+}
+
+func runMain(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	var req request.Request
+	if *kubeconfig == "" {
+		var err error
+		if req, err = requestOf(); err != nil {
+			fmt.Fprintf(os.Stderr, "gangbench suites: %v\n", err)
+			return 2
+		}
 	}
 	// Ctrl-C (or `gangbench e2e` being interrupted) must not leave a cluster behind: tear it down and
 	// exit. A second signal exits at once; Pdeathsig then takes the components with us. The handler
@@ -102,9 +146,7 @@ func runMain(m *testing.M) int {
 		os.Exit(130)
 	}()
 	h, err := suites.Start(ctx, suites.Options{
-		Provider: *provider, KindOptions: []kind.Option{kind.WithWorkers(*workers), kind.WithNodeImage(*nodeImage), kind.WithSchedulerImage(*schedulerImage)},
-		Kubeconfig: *kubeconfig, Spec: spec, Binaries: k8sbin.Options{KubeBinDir: *kubeBinDir, SchedulerBinary: *schedulerBin},
-		RunDir: *runDir, KeepCluster: *keepCluster, Scale: *scale, Log: os.Stderr,
+		Kubeconfig: *kubeconfig, Request: req, RunDir: *runDir, Scale: *scale, Log: os.Stderr,
 	})
 	started <- h
 	if err != nil {

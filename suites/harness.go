@@ -21,28 +21,55 @@ import (
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/existing"
-	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/clusters/request"
 	"github.com/gangbench/gangbench/observe/monitor"
 	"github.com/gangbench/gangbench/scenarios"
 )
 
-// Options say which cluster the suites run against. With Kubeconfig empty the harness creates a
-// local cluster and deletes it at the end.
+// Options say which cluster the suites run against. With Kubeconfig empty the harness creates the
+// cluster of Request (ClusterRequest fills what the suites need) and deletes it at the end, unless
+// Request.Keep; a Request.Held cluster is only attached to.
 type Options struct {
-	// Provider is "local" (default) or "kind"; KindOptions configure the latter.
-	Provider    string
-	KindOptions []kind.Option
-	Kubeconfig  string
-	Spec        clusters.Spec
-	Binaries    k8sbin.Options
+	Kubeconfig string
+	Request    request.Request
 	// RunDir receives monitor.json, cluster.json and failure artifacts; empty means no files.
 	RunDir string
-	// KeepCluster leaves a created cluster running for inspection.
-	KeepCluster bool
-	Scale       float64
-	Log         io.Writer
+	Scale  float64
+	Log    io.Writer
+}
+
+// ClusterRequest fills in what the suites need of a cluster that a request leaves open: a name
+// unique to this run (so that two runs, or a user's own cluster, never collide), one shared GPU
+// node on local (suites bring their own lane nodes; it keeps the default pool non-empty), and on
+// kind at least one kwok node, which makes the provider run the kwok controller that simulates the
+// lanes. On kind Spec.Nodes counts every GPU node, workers plus kwok nodes, so with both --nodes
+// and --workers given the kwok nodes are the difference; with neither, kind's default workers (2,
+// which the node fault features borrow as lanes) plus the lanes' kwok node. `gangbench e2e` calls
+// it before writing the request, so the recorded request is the cluster created; the suites binary
+// calls it again, which changes nothing then.
+func ClusterRequest(r request.Request, pid int) request.Request {
+	if r.Spec.Name == "" {
+		r.Spec.Name = fmt.Sprintf("e2e-%d", pid)
+	}
+	switch r.Provider {
+	case kind.ProviderName:
+		ko := request.KindOptions{}
+		if r.KindOptions != nil {
+			ko = *r.KindOptions
+		}
+		if ko.KwokNodes == 0 && r.Spec.Nodes > 0 && ko.Workers > 0 {
+			ko.KwokNodes = r.Spec.Nodes - ko.Workers
+		}
+		ko.KwokNodes = max(ko.KwokNodes, 1)
+		r.KindOptions = &ko
+	default:
+		if r.Spec.Nodes == 0 {
+			r.Spec.Nodes = 1
+		}
+	}
+	return r
 }
 
 // Harness is one conformance run: a cluster, an e2e-framework environment and the status monitor.
@@ -72,7 +99,7 @@ func Start(ctx context.Context, opts Options) (*Harness, error) {
 		}
 	} else {
 		cl, err = h.createLocal(ctx)
-		h.owned = err == nil
+		h.owned = err == nil && !opts.Request.Held
 	}
 	if err != nil {
 		return nil, err
@@ -133,34 +160,28 @@ func Start(ctx context.Context, opts Options) (*Harness, error) {
 	return h, nil
 }
 
+// createLocal creates the requested cluster, or attaches to a held one: its holder created it to
+// outlive this process (`gangbench e2e --keep-cluster` on local), and its handle's Control asks the
+// holder, so the fault features still run.
 func (h *Harness) createLocal(ctx context.Context) (*clusters.Cluster, error) {
-	var p clusters.Provider
-	var err error
-	switch h.opts.Provider {
-	case "", local.ProviderName:
-		p, err = local.New(local.WithBinaries(h.opts.Binaries))
-	case kind.ProviderName:
-		// Lanes are kwok nodes: at least one kwok node makes the provider run the kwok controller.
-		p, err = kind.New(append([]kind.Option{kind.WithBinaries(h.opts.Binaries), kind.WithKwokNodes(1)}, h.opts.KindOptions...)...)
-	default:
-		err = fmt.Errorf("unknown provider %q (accepted: local, kind)", h.opts.Provider)
+	req := ClusterRequest(h.opts.Request, os.Getpid())
+	if req.Provider == local.ProviderName && req.Keep && !req.Held {
+		// Its components would die with this process (they are tied to it, so that nothing
+		// outlives a run by accident); only a holder process keeps a local cluster running.
+		return nil, errors.New("keep a local cluster: its processes die with the suites binary; run `gangbench e2e --keep-cluster`, which creates it through a holder process, or `gangbench cluster create` and -kubeconfig")
 	}
+	p, err := req.NewProvider(nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	spec := h.opts.Spec
-	if spec.Name == "" {
-		// Unique per run so that two runs on one machine (or a user's own cluster) never collide.
-		spec.Name = fmt.Sprintf("e2e-%d", os.Getpid())
+	if req.Held {
+		cl, err := p.Get(ctx, req.Spec.Name)
+		if err != nil {
+			return nil, fmt.Errorf("the cluster held for this run: %w", err)
+		}
+		return cl, nil
 	}
-	if spec.Nodes == 0 && h.opts.Provider != kind.ProviderName {
-		// Suites bring their own lane nodes; one shared node keeps the default pool non-empty.
-		// kind decides from its options instead: -workers real nodes (default 2, which the node
-		// fault features borrow as lanes) plus the kwok node that makes it run a kwok controller;
-		// a node count here would have to equal their sum.
-		spec.Nodes = 1
-	}
-	return p.Create(ctx, spec)
+	return p.Create(ctx, req.Spec)
 }
 
 // Run runs the features of the named suites: parallel-safe ones concurrently, then serial ones.
@@ -228,8 +249,8 @@ func (h *Harness) Close(ctx context.Context) error {
 	if h.cluster == nil || !h.owned {
 		return nil
 	}
-	if h.opts.KeepCluster {
-		fmt.Fprintf(h.opts.Log, "keeping cluster %s: export KUBECONFIG=%s; delete with `gangbench cluster delete %s`\n", h.cluster.Name, h.cluster.KubeconfigPath, h.cluster.Name)
+	if h.opts.Request.Keep {
+		fmt.Fprintf(h.opts.Log, "keeping cluster %s: export KUBECONFIG=%s; delete with `gangbench cluster delete --name %s`\n", h.cluster.Name, h.cluster.KubeconfigPath, h.cluster.Name)
 		return nil
 	}
 	return h.cluster.Close(ctx)

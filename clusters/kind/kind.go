@@ -253,6 +253,14 @@ type plan struct {
 // Nodes is the number of GPU nodes: kind workers plus kwok nodes.
 func (pl plan) Nodes() int { return pl.Workers + pl.KwokNodes }
 
+// Validate checks a spec against the provider options before anything is built or started, with the
+// same rules Create applies: callers that hand a cluster request to another process (gangbench e2e
+// to the suites binary) refuse a bad one before compiling anything.
+func Validate(spec clusters.Spec, o Options) error {
+	_, err := resolve(spec, o)
+	return err
+}
+
 // resolve fills defaults and checks that Spec and Options agree. It is pure, so RenderConfig and
 // Create see the same numbers.
 func resolve(spec clusters.Spec, o Options) (plan, error) {

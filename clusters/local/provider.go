@@ -166,6 +166,18 @@ func (p *Provider) Create(ctx context.Context, spec clusters.Spec) (*clusters.Cl
 		_ = r.teardown(context.WithoutCancel(ctx))
 		return nil, err
 	}
+	if p.detached {
+		// Other processes (the suites of `gangbench e2e --keep-cluster`) inject faults through the
+		// holder; see control.go. Without the socket the cluster still works, only without
+		// component control from elsewhere, so that is a warning, not a failed create.
+		srv, err := serveControl(controlSocket(dir), r)
+		if err != nil {
+			p.log.Warn("components of this cluster cannot be restarted from other processes", "err", err)
+		}
+		r.mu.Lock()
+		r.ctl = srv
+		r.mu.Unlock()
+	}
 	p.log.Info("cluster ready", "name", spec.Name, "nodes", spec.Nodes, "elapsed", time.Since(start).Round(time.Millisecond))
 	return cl, nil
 }
@@ -182,6 +194,7 @@ type run struct {
 	procs    map[clusters.Component]*process
 	st       *state
 	cl       *clusters.Cluster
+	ctl      *controlServer // the control socket of a detached owner; nil otherwise
 	once     sync.Once
 	closeErr error
 }
@@ -414,6 +427,11 @@ const grace = 15 * time.Second
 // teardown stops every component in the safe order and removes the cluster's state.
 func (r *run) teardown(ctx context.Context) error {
 	var errs []error
+	r.mu.Lock()
+	ctl := r.ctl
+	r.mu.Unlock()
+	// No restart may come in while the components go down.
+	ctl.close()
 	for _, c := range clusters.StopOrder() {
 		r.mu.Lock()
 		pr := r.procs[c]
@@ -536,7 +554,8 @@ func processes(dir string) (map[clusters.Component][]int, error) {
 }
 
 // Get implements clusters.Provider. A handle obtained from another process cannot restart components
-// (they are not its children), so Control is nil.
+// itself (they are not its children): Control asks the cluster's holder when a detached owner holds
+// it (control.go), and is nil otherwise.
 func (p *Provider) Get(ctx context.Context, name string) (*clusters.Cluster, error) {
 	if err := validateName(name); err != nil {
 		return nil, err
@@ -549,7 +568,16 @@ func (p *Provider) Get(ctx context.Context, name string) (*clusters.Cluster, err
 	if !st.Procs[string(clusters.APIServer)].alive() {
 		return nil, fmt.Errorf("local cluster %q is stale (its processes are gone); run `gangbench cluster delete %s`", name, name)
 	}
-	return handleFromState(dir, st)
+	cl, err := handleFromState(dir, st)
+	if err != nil {
+		return nil, err
+	}
+	if sock := controlSocket(dir); st.Detached && st.Owner.alive() && st.Owner.PID != os.Getpid() {
+		if fi, err := os.Stat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			cl.Control = remoteControl{path: sock}
+		}
+	}
+	return cl, nil
 }
 
 // List implements clusters.Provider.

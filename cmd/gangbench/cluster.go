@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gangbench/gangbench/clusters"
@@ -23,6 +26,7 @@ import (
 	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/clusters/request"
 	"github.com/gangbench/gangbench/fakegpu"
 )
 
@@ -47,10 +51,13 @@ type clusterFlags struct {
 	nodeImage      string
 	schedulerImage string
 	kwokNodes      int
+	// fs is the command's flag set, to tell a flag the user gave from its default.
+	fs *pflag.FlagSet
 }
 
 func (f *clusterFlags) register(cmd *cobra.Command, defaultNodes int) {
 	fs := cmd.Flags()
+	f.fs = fs
 	fs.StringVar(&f.provider, "provider", defaultProvider, "cluster provider: local (processes + kwok nodes, no container engine), kind (real kubelets, needs a container engine), or auto (kind when an engine answers, else local)")
 	fs.StringVar(&f.name, "name", clusters.DefaultName, "cluster name")
 	fs.IntVar(&f.nodes, "nodes", defaultNodes, "number of simulated GPU nodes")
@@ -88,10 +95,20 @@ func (f *clusterFlags) resolveProvider(ctx context.Context, stderr io.Writer) st
 	// An engine that answers may still refuse what kind nodes need: ask it with a throwaway
 	// container (seconds) rather than let kind time out.
 	pr := kind.ProbeEngine(ctx, kind.ExecRunner, engine, "")
-	switch {
-	case !pr.Usable():
+	if !pr.Usable() {
 		fmt.Fprintf(stderr, "provider auto: %s answers but cannot run kind nodes (%v), using local\n", engine, pr.Err)
 		return local.ProviderName
+	}
+	// Nor is an engine enough on a fresh machine: without a cached node image kind builds one here,
+	// and a machine that cannot (no libseccomp, no debootstrap, not root) would fail only after the
+	// binaries' half hour.
+	o := kind.NodeImageOptions{KubernetesVersion: f.k8sVersion, Engine: engine, Bins: k8sbin.Options{CacheDir: f.cacheDir}}
+	if missing := kind.Blockers(ctx, kind.ThisHost(), o, f.nodeImage); len(missing) > 0 {
+		err := &kind.PrerequisiteError{What: engine + " answers, but kind cannot work here", Missing: missing}
+		fmt.Fprintf(stderr, "provider auto: %v\nprovider auto: using local (`gangbench doctor` lists what kind needs)\n", err)
+		return local.ProviderName
+	}
+	switch {
 	case pr.Privileged:
 		fmt.Fprintf(stderr, "provider auto: %s answers and runs privileged containers, using kind\n", engine)
 	case pr.Err == nil:
@@ -102,12 +119,90 @@ func (f *clusterFlags) resolveProvider(ctx context.Context, stderr io.Writer) st
 	return kind.ProviderName
 }
 
-// kindOptions are the kind provider's options from the flags.
-func (f *clusterFlags) kindOptions(progress io.Writer) []kind.Option {
-	return []kind.Option{
-		kind.WithEngine(f.engine), kind.WithWorkers(f.workers), kind.WithNodeImage(f.nodeImage),
-		kind.WithSchedulerImage(f.schedulerImage), kind.WithKwokNodes(f.kwokNodes), kind.WithBinaries(f.binOptions(progress)),
+// request resolves the flags into the cluster request for provider (local or kind, already
+// resolved from auto): one request, whichever process then creates the cluster. A kind flag with
+// local is refused by name rather than ignored. Paths are made absolute, as the request may be
+// read in another directory (the suites binary runs in suites/). Callers fill what their run needs
+// and then call Validate.
+func (f *clusterFlags) request(provider string) (request.Request, error) {
+	if provider == local.ProviderName {
+		var given []string
+		for _, o := range []struct {
+			flag string
+			set  bool
+			val  any
+		}{{"engine", f.engine != "", f.engine}, {"workers", f.workers != 0, f.workers}, {"node-image", f.nodeImage != "", f.nodeImage},
+			{"scheduler-image", f.schedulerImage != "", f.schedulerImage}, {"kwok-nodes", f.kwokNodes != 0, f.kwokNodes}} {
+			if o.set {
+				given = append(given, fmt.Sprintf("--%s %v", o.flag, o.val))
+			}
+		}
+		if len(given) > 0 {
+			how := "add --provider kind"
+			if f.provider == "auto" {
+				how = "provider auto chose local; add --provider kind to insist"
+			}
+			return request.Request{}, usageError{fmt.Errorf("%s: kind options, but the cluster is local (%s)", strings.Join(given, ", "), how)}
+		}
 	}
+	spec, err := f.spec()
+	if err != nil {
+		return request.Request{}, err
+	}
+	spec.SchedulerBinary = absOrEmpty(spec.SchedulerBinary)
+	spec.KubeBinDir = absOrEmpty(spec.KubeBinDir)
+	r := request.New(provider, spec)
+	r.CacheDir = absOrEmpty(f.cacheDir)
+	if provider == kind.ProviderName {
+		r.KindOptions = &request.KindOptions{Engine: f.engine, Workers: f.workers, NodeImage: f.nodeImage, SchedulerImage: f.schedulerImage, KwokNodes: f.kwokNodes}
+	}
+	return r, nil
+}
+
+// lookup is the named flag when the flags were registered on a command (tests build clusterFlags
+// by hand), else nil.
+func (f *clusterFlags) lookup(name string) *pflag.Flag {
+	if f.fs == nil {
+		return nil
+	}
+	return f.fs.Lookup(name)
+}
+
+// changed lists the named flags the user gave.
+func (f *clusterFlags) changed(names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if v := f.lookup(n); v != nil && v.Changed {
+			out = append(out, "--"+n)
+		}
+	}
+	return out
+}
+
+// clusterShaping are the flags that shape a cluster gangbench creates; with --kubeconfig there is
+// none to shape. (--k8s-version and --cache-dir still choose what is built, e.g. upstream's specs.)
+var clusterShaping = []string{"name", "nodes", "gpus-per-node", "gpu-product", "kube-bin-dir", "scheduler-binary", "feature-gates", "scheduler-feature-gates", "scheduler-arg", "timeout", "engine", "workers", "node-image", "scheduler-image", "kwok-nodes"}
+
+// refuseWithKubeconfig refuses flags that would shape a cluster when the run uses an existing one.
+func (f *clusterFlags) refuseWithKubeconfig(kubeconfig string, names []string) error {
+	if kubeconfig == "" {
+		return nil
+	}
+	given := f.changed(names...)
+	if p := f.lookup("provider"); p != nil && p.Value.String() != p.DefValue {
+		given = append(given, "--provider")
+	}
+	if len(given) > 0 {
+		return usageError{fmt.Errorf("%s shape a cluster gangbench creates; with --kubeconfig %s the cluster is used as it is", strings.Join(given, ", "), kubeconfig)}
+	}
+	return nil
+}
+
+func absOrEmpty(p string) string {
+	if p == "" {
+		return ""
+	}
+	return absPath(p)
 }
 
 func parseGates(flag string, vals []string) (map[string]bool, error) {
@@ -157,16 +252,20 @@ func (f *clusterFlags) spec() (clusters.Spec, error) {
 	inv := fakegpu.Inventory{Count: f.gpusPerNode, Product: f.gpuProduct}
 	spec := clusters.Spec{
 		Name: f.name, Nodes: f.nodes, GPU: inv, KubernetesVersion: f.k8sVersion,
-		FeatureGates:          gates,
-		ComponentFeatureGates: map[clusters.Component]map[string]bool{clusters.Scheduler: sg},
-		ExtraArgs:             map[clusters.Component]map[string]string{clusters.Scheduler: sargs},
-		KubeBinDir:            f.kubeBinDir, SchedulerBinary: f.schedulerBin, ReadyTimeout: f.timeout,
+		KubeBinDir: f.kubeBinDir, SchedulerBinary: f.schedulerBin, ReadyTimeout: f.timeout,
 	}
-	if f.provider == local.ProviderName {
-		if err := local.Validate(spec); err != nil {
-			return clusters.Spec{}, usageError{err}
-		}
+	// Left nil when not given, so that the recorded request shows only what was asked.
+	if len(gates) > 0 {
+		spec.FeatureGates = gates
 	}
+	if len(sg) > 0 {
+		spec.ComponentFeatureGates = map[clusters.Component]map[string]bool{clusters.Scheduler: sg}
+	}
+	if len(sargs) > 0 {
+		spec.ExtraArgs = map[clusters.Component]map[string]string{clusters.Scheduler: sargs}
+	}
+	// The provider's own rules (local.Validate, kind.Validate) apply to the whole request, once its
+	// user has filled in what it needs (request.Request.Validate).
 	return spec, nil
 }
 
@@ -181,9 +280,16 @@ func newClusterCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
 }
 
 func newClusterCreateCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
+	cmd, _ := clusterCreateCommand(g, stdout, stderr)
+	return cmd
+}
+
+// clusterCreateCommand is newClusterCreateCmd with the cluster flags it parses into, for tests.
+func clusterCreateCommand(g *globalOpts, stdout, stderr io.Writer) (*cobra.Command, *clusterFlags) {
 	var f clusterFlags
 	var foreground bool
 	var readyFD int
+	var requestFile string
 	cmd := &cobra.Command{
 		Use:   "create",
 		Short: "Create a cluster and leave it running",
@@ -203,28 +309,47 @@ swaps it in on the control-plane node, as it does an image given with --schedule
   gangbench cluster create --scheduler-feature-gates GenericWorkload=false   # a scheduler without gang scheduling`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			spec, err := f.spec()
+			var req request.Request
+			var err error
+			if requestFile != "" {
+				// A holder started by createDetached (or by e2e --keep-cluster): the request was
+				// resolved by the command that started it.
+				if req, err = request.Read(requestFile); err != nil {
+					return usageError{err}
+				}
+			} else {
+				if req, err = f.request(f.resolveProvider(cmd.Context(), stderr)); err != nil {
+					return err
+				}
+				if err := req.Validate(); err != nil {
+					return usageError{err}
+				}
+			}
+			if req.Provider == kind.ProviderName {
+				return createKind(cmd.Context(), g, req, stdout, stderr)
+			}
+			if foreground {
+				return holdCluster(cmd.Context(), g, req, stderr, readyFD)
+			}
+			cl, err := createDetached(cmd.Context(), g.verbose, req, stderr)
 			if err != nil {
 				return err
 			}
-			if f.resolveProvider(cmd.Context(), stderr) == kind.ProviderName {
-				return createKind(cmd.Context(), g, &f, spec, stdout, stderr)
-			}
-			if foreground {
-				return holdCluster(cmd.Context(), g, &f, spec, stderr, readyFD)
-			}
-			return createDetached(cmd.Context(), g, &f, spec, stdout, stderr)
+			printClusterReady(stdout, cl)
+			return nil
 		},
 	}
 	f.register(cmd, 4)
 	cmd.Flags().BoolVar(&foreground, "foreground", false, "hold the cluster in this process until interrupted (Ctrl-C deletes it)")
 	cmd.Flags().IntVar(&readyFD, "ready-fd", 0, "internal: file descriptor to report readiness on")
 	_ = cmd.Flags().MarkHidden("ready-fd")
-	return cmd
+	cmd.Flags().StringVar(&requestFile, "cluster-request", "", "internal: create the cluster of this request file (- reads standard input) instead of the flags'")
+	_ = cmd.Flags().MarkHidden("cluster-request")
+	return cmd, &f
 }
 
 // holdCluster creates the cluster in this process and keeps it until a signal arrives.
-func holdCluster(ctx context.Context, g *globalOpts, f *clusterFlags, spec clusters.Spec, stderr io.Writer, readyFD int) error {
+func holdCluster(ctx context.Context, g *globalOpts, req request.Request, stderr io.Writer, readyFD int) error {
 	var ready *os.File
 	if readyFD > 0 {
 		// The fd arrived without close-on-exec; the components started below would inherit it and keep
@@ -233,15 +358,15 @@ func holdCluster(ctx context.Context, g *globalOpts, f *clusterFlags, spec clust
 		ready = os.NewFile(uintptr(readyFD), "ready")
 		defer ready.Close()
 	}
-	opts := []local.Option{local.WithLogger(g.logger(stderr)), local.WithBinaries(f.binOptions(stderr))}
+	var extra []local.Option
 	if ready != nil {
-		opts = append(opts, local.WithDetachedOwner())
+		extra = append(extra, local.WithDetachedOwner())
 	}
-	p, err := local.New(opts...)
+	p, err := req.NewProvider(g.logger(stderr), stderr, extra...)
 	if err != nil {
 		return err
 	}
-	cl, err := p.Create(ctx, spec)
+	cl, err := p.Create(ctx, req.Spec)
 	if err != nil {
 		if ready != nil {
 			fmt.Fprintf(ready, "error: %v\n", err)
@@ -260,46 +385,58 @@ func holdCluster(ctx context.Context, g *globalOpts, f *clusterFlags, spec clust
 }
 
 // createDetached builds binaries here (so progress is visible), then starts `cluster create
-// --foreground` in its own session to hold the cluster, and waits for it to report ready.
-func createDetached(ctx context.Context, g *globalOpts, f *clusterFlags, spec clusters.Spec, stdout, stderr io.Writer) error {
-	version := spec.KubernetesVersion
-	if _, err := k8sbin.Ensure(ctx, version, f.binOptions(stderr)); err != nil {
-		return err
+// --foreground` in its own session to hold the local cluster of req, waits for it to report ready,
+// and returns the cluster's handle (its Control asks the holder). `cluster create` and `e2e
+// --keep-cluster` keep local clusters this way.
+func createDetached(ctx context.Context, verbose bool, req request.Request, stderr io.Writer) (*clusters.Cluster, error) {
+	spec := req.Spec
+	if spec.Name == "" {
+		spec.Name = clusters.DefaultName
+		req.Spec.Name = spec.Name
+	}
+	if _, err := k8sbin.Ensure(ctx, spec.KubernetesVersion, req.Binaries(stderr)); err != nil {
+		return nil, err
 	}
 	stateDir, err := local.DefaultStateDir()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return err
+		return nil, err
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return err
+		return nil, err
+	}
+	reqJSON, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
 	}
 	logPath := filepath.Join(stateDir, spec.Name+".supervisor.log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer logf.Close()
 	r, w, err := os.Pipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer r.Close()
-	args := append([]string{"cluster", "create", "--foreground", "--ready-fd", "3"}, flagArgs(f)...)
-	if g.verbose {
+	// The request goes whole on standard input: nothing of it is flattened into flags again.
+	args := []string{"cluster", "create", "--foreground", "--ready-fd", "3", "--cluster-request", "-"}
+	if verbose {
 		args = append(args, "--verbose")
 	}
 	child := exec.Command(self, args...)
+	child.Stdin = bytes.NewReader(reqJSON)
 	child.Stdout, child.Stderr = logf, logf
 	child.ExtraFiles = []*os.File{w}
 	// Its own session: the holder must survive this command and the terminal it ran in.
 	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := child.Start(); err != nil {
 		w.Close()
-		return fmt.Errorf("start cluster holder: %w", err)
+		return nil, fmt.Errorf("start cluster holder: %w", err)
 	}
 	w.Close()
 	pid := child.Process.Pid
@@ -323,36 +460,32 @@ func createDetached(ctx context.Context, g *globalOpts, f *clusterFlags, spec cl
 	case msg := <-lines:
 		if msg != "ready" {
 			if msg != "" {
-				return fmt.Errorf("cluster %q did not start: %s", spec.Name, strings.TrimPrefix(msg, "error: "))
+				return nil, fmt.Errorf("cluster %q did not start: %s", spec.Name, strings.TrimPrefix(msg, "error: "))
 			}
 			// The holder died without a word (killed, or crashed before it could report).
 			tail, _ := os.ReadFile(logPath)
-			return fmt.Errorf("cluster %q did not start: its holder process exited\n--- %s ---\n%s", spec.Name, logPath, lastLines(string(tail), 20))
+			return nil, fmt.Errorf("cluster %q did not start: its holder process exited\n--- %s ---\n%s", spec.Name, logPath, lastLines(string(tail), 20))
 		}
 	case <-ctx.Done():
 		// The user gave up: the holder is ours to stop, and it tears the cluster down on SIGTERM.
 		_ = syscall.Kill(pid, syscall.SIGTERM)
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 	p, err := local.New()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	cl, err := p.Get(ctx, spec.Name)
-	if err != nil {
-		return err
-	}
-	printClusterReady(stdout, cl)
-	return nil
+	return p.Get(ctx, spec.Name)
 }
 
 // createKind creates a kind cluster; it outlives this command by nature (containers), so no holder.
-func createKind(ctx context.Context, g *globalOpts, f *clusterFlags, spec clusters.Spec, stdout, stderr io.Writer) error {
-	p, err := kind.New(append(f.kindOptions(stderr), kind.WithKeep(true), kind.WithLogger(g.logger(stderr)))...)
+func createKind(ctx context.Context, g *globalOpts, req request.Request, stdout, stderr io.Writer) error {
+	req.Keep = true
+	p, err := req.NewProvider(g.logger(stderr), stderr)
 	if err != nil {
 		return usageError{err}
 	}
-	cl, err := p.Create(ctx, spec)
+	cl, err := p.Create(ctx, req.Spec)
 	if err != nil {
 		return err
 	}
@@ -396,29 +529,6 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// flagArgs turns the parsed flags back into argv for the holder process.
-func flagArgs(f *clusterFlags) []string {
-	a := []string{
-		"--provider=" + f.provider, "--name=" + f.name, "--nodes=" + strconv.Itoa(f.nodes),
-		"--gpus-per-node=" + strconv.Itoa(f.gpusPerNode), "--k8s-version=" + f.k8sVersion, "--timeout=" + f.timeout.String(),
-	}
-	for flag, v := range map[string]string{"gpu-product": f.gpuProduct, "kube-bin-dir": f.kubeBinDir, "scheduler-binary": f.schedulerBin, "cache-dir": f.cacheDir} {
-		if v != "" {
-			a = append(a, "--"+flag+"="+v)
-		}
-	}
-	for _, v := range f.featureGates {
-		a = append(a, "--feature-gates="+v)
-	}
-	for _, v := range f.schedGates {
-		a = append(a, "--scheduler-feature-gates="+v)
-	}
-	for _, v := range f.schedulerArgs {
-		a = append(a, "--scheduler-arg="+v)
-	}
-	return a
 }
 
 func printClusterReady(w io.Writer, cl *clusters.Cluster) {

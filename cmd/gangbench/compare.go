@@ -18,6 +18,7 @@ import (
 	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/clusters/request"
 	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf"
 	"github.com/gangbench/gangbench/perf/measure"
@@ -67,6 +68,12 @@ type compareFlags struct {
 }
 
 func newCompareCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
+	cmd, _ := compareCommand(g, stdout, stderr)
+	return cmd
+}
+
+// compareCommand is newCompareCmd with the flags it parses into, for tests.
+func compareCommand(g *globalOpts, stdout, stderr io.Writer) (*cobra.Command, *compareFlags) {
 	var f compareFlags
 	f.old.name, f.new.name = "old", "new"
 	cmd := &cobra.Command{
@@ -113,7 +120,7 @@ Writes compare.md, compare.json and compare.html (self-contained, with plots) in
 	fs.BoolVar(&f.failOnRegression, "fail-on-regression", false, "exit 3 when a gate metric regresses significantly or an assertion goes from pass to fail")
 	fs.StringSliceVar(&f.gateMetrics, "gate-metrics", compare.DefaultGateMetrics(), "metrics whose significant regression sets the regression flag (every metric is still tested and reported); * for all")
 	fs.DurationVar(&f.deadline, "deadline", 3*time.Hour, "the whole comparison's deadline")
-	return cmd
+	return cmd, &f
 }
 
 func (s *compareSide) describe() string {
@@ -146,6 +153,27 @@ func (f *compareFlags) sideFlags(s *compareSide) clusterFlags {
 	c.schedGates = s.gates
 	c.name = fmt.Sprintf("cmp-%s-%d", s.name, os.Getpid())
 	return c
+}
+
+// conformanceFlags are the e2e flags of one side's conformance run.
+func (f *compareFlags) conformanceFlags(s *compareSide) e2eFlags {
+	cf := f.sideFlags(s)
+	// Suites bring their own lane nodes (suites.ClusterRequest); --nodes sizes the perf clusters.
+	cf.nodes = 0
+	return e2eFlags{cluster: cf, suites: f.suites, scale: 1, deadline: time.Hour}
+}
+
+// perfRequest is the cluster request one side's perf clusters start from; each scenario sets the
+// node count.
+func (f *compareFlags) perfRequest(s *compareSide, provider string) (request.Request, error) {
+	cf := f.sideFlags(s)
+	cf.provider = provider
+	req, err := cf.scenarioBaseRequest(provider, f.profile)
+	if err != nil {
+		return request.Request{}, err
+	}
+	req.Spec.ReadyTimeout = 0 // the source scales it with the node count
+	return req, nil
 }
 
 func runCompare(ctx context.Context, g *globalOpts, f *compareFlags, stdout, stderr io.Writer) error {
@@ -219,10 +247,7 @@ func (f *compareFlags) runBoth(ctx context.Context, g *globalOpts, root, runDir 
 		for rep := 1; rep <= f.conformanceRep; rep++ {
 			for _, s := range sides {
 				fmt.Fprintf(stdout, "== conformance, %s (%d/%d)\n", s.describe(), rep, f.conformanceRep)
-				cf := f.sideFlags(s)
-				// Suites bring their own lane nodes; --nodes sizes the perf clusters.
-				cf.nodes = 1
-				ef := e2eFlags{cluster: cf, suites: f.suites, scale: 1, deadline: time.Hour}
+				ef := f.conformanceFlags(s)
 				dir := filepath.Join(runDir, s.name, fmt.Sprintf("e2e-%d", rep))
 				r, _, err := runSuites(ctx, &ef, root, dir, results.NewRunID(time.Now()), io.Discard, stderr)
 				if err != nil {
@@ -248,28 +273,22 @@ func (f *compareFlags) runBoth(ctx context.Context, g *globalOpts, root, runDir 
 	for _, s := range sides {
 		cf := f.sideFlags(s)
 		cf.provider = provider
-		probe := cf
-		probe.nodes = 1
-		spec, err := probe.spec()
+		req, err := f.perfRequest(s, provider)
 		if err != nil {
 			return err
 		}
-		spec.Nodes = 0
-		spec.ReadyTimeout = 0
-		if err := perf.ApplyProfile(&spec, f.profile, provider); err != nil {
-			return usageError{err}
-		}
-		if _, err := k8sbin.Ensure(ctx, spec.KubernetesVersion, cf.binOptions(stderr)); err != nil {
+		spec := req.Spec
+		if _, err := k8sbin.Ensure(ctx, spec.KubernetesVersion, req.Binaries(stderr)); err != nil {
 			return codedError{err, exitError}
 		}
 		if provider == kind.ProviderName {
 			if cf.kwokNodes != 0 {
 				return usageError{errors.New("--kwok-nodes: compare derives the kwok nodes from each scenario's node count minus --workers")}
 			}
-			sources[s] = &perf.KindSource{Options: cf.kindOptions(stderr), Workers: cf.workers, Base: spec}
+			sources[s] = &perf.KindSource{Options: req.KindProviderOptions(req.Binaries(stderr)), Workers: cf.workers, Base: spec}
 			continue
 		}
-		p, err := local.New(local.WithBinaries(cf.binOptions(stderr)))
+		p, err := local.New(local.WithBinaries(req.Binaries(stderr)))
 		if err != nil {
 			return codedError{err, exitError}
 		}

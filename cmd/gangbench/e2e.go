@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -24,6 +26,7 @@ import (
 	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/kind/schedimage"
 	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/clusters/request"
 	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/suites"
 	"github.com/gangbench/gangbench/suites/mutants"
@@ -43,9 +46,16 @@ type e2eFlags struct {
 	deadline    time.Duration
 	safety      existing.SafetyOptions
 	upstream    bool
+	verbose     bool // gangbench's --verbose, for a holder process this run starts
 }
 
 func newE2ECmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
+	cmd, _ := e2eCommand(g, stdout, stderr)
+	return cmd
+}
+
+// e2eCommand is newE2ECmd with the flags it parses into, for tests.
+func e2eCommand(g *globalOpts, stdout, stderr io.Writer) (*cobra.Command, *e2eFlags) {
 	var f e2eFlags
 	cmd := &cobra.Command{
 		Use:   "e2e",
@@ -66,10 +76,14 @@ Exit codes: 0 every assertion passed; 1 an assertion failed; 2 usage; 4 the harn
   gangbench e2e --kubeconfig ~/.kube/config --suites validation`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.complete(cmd, g)
 			return runE2E(cmd.Context(), g, &f, stdout, stderr)
 		},
 	}
-	f.cluster.register(cmd, 1)
+	f.cluster.register(cmd, 0)
+	cmd.Flags().Lookup("nodes").Usage = "simulated GPU nodes besides the suites' own lane nodes (default: 1 on local; on kind the GPU nodes are --workers plus kwok nodes, default 2 workers + 1)"
+	cmd.Flags().Lookup("name").Usage = "cluster name (default: e2e-<pid>, unique to the run)"
+	cmd.Flags().Lookup("name").DefValue = ""
 	// Conformance runs follow the mission's default: kind where a container engine answers.
 	_ = cmd.Flags().Set("provider", "auto")
 	cmd.Flags().Lookup("provider").DefValue = "auto"
@@ -77,14 +91,24 @@ Exit codes: 0 every assertion passed; 1 an assertion failed; 2 usage; 4 the harn
 	fs.StringSliceVar(&f.suites, "suites", nil, "suites to run (default all): "+strings.Join(suites.SuiteNames(), ","))
 	fs.StringVar(&f.runDir, "run-dir", "", "where results go (default _output/runs/<id>)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "run against this existing cluster (it must run a kwok controller for lane nodes)")
-	fs.BoolVar(&f.keepCluster, "keep-cluster", false, "do not delete the cluster at the end")
+	fs.BoolVar(&f.keepCluster, "keep-cluster", false, "leave the cluster running after the run, until gangbench cluster delete (a local one is held by a background gangbench process, as cluster create does)")
 	fs.Float64Var(&f.scale, "timeout-scale", 1, "multiply every wait's timeout (slow machines)")
 	fs.StringSliceVar(&f.runtimeCfg, "runtime-config", nil, "kube-apiserver runtime-config overrides, e.g. scheduling.k8s.io/v1beta1=false")
 	fs.DurationVar(&f.deadline, "deadline", 45*time.Minute, "the whole run's deadline")
 	fs.BoolVar(&f.upstream, "upstream", false, "also run upstream's own gang e2e specs (test/e2e/scheduling at the cluster's version, built and cached) after the suites, as suite \"upstream\"")
 	safetyFlags(fs, &f.safety)
 	cmd.AddCommand(newE2EListCmd(stdout))
-	return cmd
+	return cmd, &f
+}
+
+// complete fills in what only the parsed command knows.
+func (f *e2eFlags) complete(cmd *cobra.Command, g *globalOpts) {
+	if !cmd.Flags().Changed("name") {
+		// Left to the suites (suites.ClusterRequest): a name unique to this run, so that it never
+		// collides with a user's cluster "gangbench" or another run.
+		f.cluster.name = ""
+	}
+	f.verbose = g.verbose
 }
 
 func newE2EListCmd(stdout io.Writer) *cobra.Command {
@@ -213,7 +237,7 @@ func runE2E(ctx context.Context, g *globalOpts, f *e2eFlags, stdout, stderr io.W
 		return err
 	}
 	fmt.Fprintln(stdout)
-	if err := results.WriteText(stdout, r); err != nil {
+	if err := writeE2EReport(stdout, r); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "\nresults: %s (run.json, junit.xml, summary.md, suites.log)\n", runDir)
@@ -234,6 +258,9 @@ func runE2E(ctx context.Context, g *globalOpts, f *e2eFlags, stdout, stderr io.W
 // compare runs it once per scheduler.
 func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, stderr io.Writer) (*results.Run, string, error) {
 	var spec clusters.Spec
+	if err := f.refuseWithKubeconfig(); err != nil {
+		return nil, "", err
+	}
 	if f.kubeconfig == "" {
 		var err error
 		if spec, err = f.cluster.spec(); err != nil {
@@ -246,8 +273,18 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 	}
 	runDir, _ = filepath.Abs(runDir)
 	provider := local.ProviderName
+	var req request.Request
 	if f.kubeconfig == "" {
 		provider = f.cluster.resolveProvider(ctx, stderr)
+		var err error
+		if req, err = e2eRequest(f, provider, os.Getpid()); err != nil {
+			return nil, "", err
+		}
+		spec = req.Spec
+		// The suite binary creates (or attaches to) the cluster of this file, and run.json records it.
+		if err := req.Write(filepath.Join(runDir, request.FileName)); err != nil {
+			return nil, "", codedError{err, 4}
+		}
 	}
 	// An interrupt while building still leaves a run record, marked interrupted, like one during
 	// the suites: a run directory without run.json reads as a crash.
@@ -275,6 +312,16 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 		// Checked here too: the suite binary's kind provider would refuse a binary that cannot run
 		// in an image only after the suites have compiled.
 		if _, err := schedimage.Inspect(ctx, spec.SchedulerBinary); err != nil {
+			return nil, "", codedError{err, 4}
+		}
+	}
+	if f.kubeconfig == "" && provider == kind.ProviderName {
+		// Built (or reused) here, with its phases and times on the terminal: inside the suite binary a
+		// cold build is half an hour of silence, and its failure reached only suites.log.
+		if err := f.cluster.ensureNodeImage(ctx, root, stderr); err != nil {
+			if ctx.Err() != nil {
+				return interruptedEarly()
+			}
 			return nil, "", codedError{err, 4}
 		}
 	}
@@ -317,47 +364,20 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 		return nil, "", codedError{fmt.Errorf("compile suites: %w\n%s", err, out), 4}
 	}
 
-	args := []string{"tool", "test2json", "-t", bin, "-test.v=test2json", "-test.count=1", "-test.timeout=" + f.deadline.String(),
-		"-run-dir", runDir, "-timeout-scale", fmt.Sprint(f.scale)}
-	selected := f.suites
-	if len(selected) == 0 {
-		selected = suites.SuiteNames()
-	}
-	var tests []string
-	for _, s := range selected {
-		tests = append(tests, suites.TestFunc(s))
-	}
-	if upstreamBin != "" {
-		tests = append(tests, "TestUpstream")
-		args = append(args, "-upstream-binary", upstreamBin)
-	}
-	// Only the suites: the package's own proof tests start clusters of their own and belong to `make test`.
-	args = append(args, "-test.run", "^("+strings.Join(tests, "|")+")$", "-suites", strings.Join(selected, ","))
-	if f.keepCluster {
-		args = append(args, "-keep-cluster")
-	}
-	// The suite binary runs in suites/, where a path relative to the user's directory names another
-	// file.
-	if f.kubeconfig != "" {
-		args = append(args, "-kubeconfig", absPath(f.kubeconfig))
-	} else {
-		args = append(args, "-k8s-version", spec.KubernetesVersion, "-provider", provider)
-		if provider == kind.ProviderName {
-			args = append(args, "-workers", fmt.Sprint(f.cluster.workers), "-node-image", f.cluster.nodeImage, "-scheduler-image", f.cluster.schedulerImage)
-		}
-		if f.cluster.schedulerBin != "" {
-			args = append(args, "-scheduler-binary", absPath(f.cluster.schedulerBin))
-		}
-		if f.cluster.kubeBinDir != "" {
-			args = append(args, "-kube-bin-dir", absPath(f.cluster.kubeBinDir))
-		}
-		if len(f.cluster.schedGates) > 0 {
-			args = append(args, "-scheduler-feature-gates", strings.Join(f.cluster.schedGates, ","))
-		}
-		if len(f.runtimeCfg) > 0 {
-			args = append(args, "-runtime-config", strings.Join(f.runtimeCfg, ","))
+	if req.Held {
+		// Created here, after the suites compiled, by a holder process that keeps it running after
+		// this run (--keep-cluster on local; see createDetached): a cluster the suite binary
+		// created would die with it. The suites attach to it by name and inject faults through the
+		// holder.
+		fmt.Fprintf(stderr, "creating cluster %q, kept after the run …\n", req.Spec.Name)
+		if _, err := createDetached(ctx, f.verbose, req, stderr); err != nil {
+			if ctx.Err() != nil {
+				return interruptedEarly()
+			}
+			return nil, "", codedError{fmt.Errorf("create the kept cluster: %w", err), 4}
 		}
 	}
+	args, selected := suitesArgs(f, bin, runDir, upstreamBin)
 	// The selected suites' assertions: each appears in the run, with a skip reason if it never ran.
 	fs, err := suites.Select(suites.All(), selected)
 	if err != nil {
@@ -443,13 +463,101 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 		// The suite binary failed outside any assertion (cluster start, preflight, a crash, the
 		// status monitor): that must not read as a pass.
 		tail, _ := os.ReadFile(logPath)
-		r.Cases = append(r.Cases, results.Case{ID: "HARNESS", Suite: "harness", Name: "the suite binary ran to completion", Verdict: results.Error,
-			Message: fmt.Sprintf("%v\n%s", waitErr, lastLines(string(tail), 30))})
+		r.Cases = append(r.Cases, results.Case{ID: harnessCaseID, Suite: "harness", Name: "the suite binary ran to completion", Verdict: results.Error,
+			Message: fmt.Sprintf("the suite binary: %v; the end of %s:\n%s", waitErr, logPath, suitesLogTail(tail, 30))})
 	}
 	if err := writeRunFiles(runDir, r); err != nil {
 		return r, logPath, codedError{err, 4}
 	}
+	if req.Keep {
+		printKept(live, runDir, req)
+	}
 	return r, logPath, nil
+}
+
+// suitesArgs is the command line of `go tool test2json` running the suite binary bin, and the
+// suites it selects.
+func suitesArgs(f *e2eFlags, bin, runDir, upstreamBin string) (args, selected []string) {
+	args = []string{"tool", "test2json", "-t", bin, "-test.v=test2json", "-test.count=1", "-test.timeout=" + f.deadline.String(),
+		"-run-dir", runDir, "-timeout-scale", fmt.Sprint(f.scale)}
+	selected = f.suites
+	if len(selected) == 0 {
+		selected = suites.SuiteNames()
+	}
+	var tests []string
+	for _, s := range selected {
+		tests = append(tests, suites.TestFunc(s))
+	}
+	if upstreamBin != "" {
+		tests = append(tests, "TestUpstream")
+		args = append(args, "-upstream-binary", upstreamBin)
+	}
+	// Only the suites: the package's own proof tests start clusters of their own and belong to `make test`.
+	args = append(args, "-test.run", "^("+strings.Join(tests, "|")+")$", "-suites", strings.Join(selected, ","))
+	// The suite binary runs in suites/, where a path relative to the user's directory names another
+	// file. Every cluster flag reaches it in the one request file, none flattened into its flags.
+	if f.kubeconfig != "" {
+		args = append(args, "-kubeconfig", absPath(f.kubeconfig))
+	} else {
+		args = append(args, "-cluster-request", filepath.Join(runDir, request.FileName))
+	}
+	return args, selected
+}
+
+// e2eRequest is the cluster request of an e2e run on provider: the cluster flags, the e2e-only
+// ones (--runtime-config, --keep-cluster) and what the suites need (suites.ClusterRequest), so that
+// the recorded request is the cluster created. pid names the cluster when --name is not given.
+func e2eRequest(f *e2eFlags, provider string, pid int) (request.Request, error) {
+	req, err := f.cluster.request(provider)
+	if err != nil {
+		return request.Request{}, err
+	}
+	if len(f.runtimeCfg) > 0 {
+		req.Spec.RuntimeConfig = map[string]string{}
+		for _, kv := range f.runtimeCfg {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return request.Request{}, usageError{fmt.Errorf("--runtime-config %q: want group/version=true|false", kv)}
+			}
+			req.Spec.RuntimeConfig[k] = v
+		}
+	}
+	req.Keep = f.keepCluster
+	// A local cluster's processes die with whoever started them; one kept after the run is created
+	// and held by a holder process instead (createDetached), which the suites attach to.
+	req.Held = f.keepCluster && provider == local.ProviderName
+	req = suites.ClusterRequest(req, pid)
+	if f.upstream && provider == local.ProviderName && req.Spec.Nodes < 2 {
+		// Upstream's preemption specs spread victims over two nodes; the lanes are gone by then.
+		req.Spec.Nodes = 2
+	}
+	if err := req.Validate(); err != nil {
+		return request.Request{}, usageError{err}
+	}
+	return req, nil
+}
+
+// refuseWithKubeconfig refuses the flags that shape a cluster gangbench creates when the run uses
+// an existing one: they would be ignored.
+func (f *e2eFlags) refuseWithKubeconfig() error {
+	if f.kubeconfig == "" {
+		return nil
+	}
+	if len(f.runtimeCfg) > 0 || f.keepCluster {
+		return usageError{fmt.Errorf("--runtime-config and --keep-cluster apply to a cluster gangbench creates; with --kubeconfig %s the cluster is used as it is", f.kubeconfig)}
+	}
+	return f.cluster.refuseWithKubeconfig(f.kubeconfig, clusterShaping)
+}
+
+// printKept tells how to reach a cluster kept after the run, and how to remove it.
+func printKept(w io.Writer, runDir string, req request.Request) {
+	name := req.Spec.Name
+	fmt.Fprintf(w, "\nthe %s cluster %q keeps running:\n", req.Provider, name)
+	if kc := clusterInfoOf(runDir).Kubeconfig; kc != "" {
+		fmt.Fprintf(w, "  export KUBECONFIG=%s\n", kc)
+	}
+	fmt.Fprintf(w, "  export KUBECONFIG=$(gangbench cluster kubeconfig --name %s)\n", name)
+	fmt.Fprintf(w, "  delete: gangbench cluster delete --name %s\n", name)
 }
 
 // absPath is p made absolute against the working directory (p itself if that fails).
@@ -480,17 +588,65 @@ func environmentOf(runDir string, f *e2eFlags, spec clusters.Spec) results.Envir
 	env.KubernetesVersion = info.Versions[string(clusters.APIServer)]
 	env.SchedulerVersion = info.Versions[string(clusters.Scheduler)]
 	env.GangAPI = info.GangAPI
+	env.ClusterName = info.Name
+	if info.Nodes > 0 {
+		env.Nodes = info.Nodes // what was created (on kind: workers plus kwok nodes)
+	}
 	if len(f.cluster.schedGates) > 0 || len(f.runtimeCfg) > 0 {
 		env.Extra = map[string]string{"schedulerFeatureGates": strings.Join(f.cluster.schedGates, ","), "runtimeConfig": strings.Join(f.runtimeCfg, ",")}
+	}
+	// The request the cluster was created from, written by runSuites before the suites started;
+	// none for --kubeconfig, whose gates gangbench does not know.
+	path := filepath.Join(runDir, request.FileName)
+	req, err := request.Read(path)
+	if err != nil {
+		return env
+	}
+	if env.ClusterName == "" {
+		env.ClusterName = req.Spec.Name
+	}
+	if env.Nodes == 0 {
+		env.Nodes = req.Spec.Nodes
+	}
+	env.FeatureGates, env.ComponentFeatureGates = effectiveGates(req.Spec)
+	if b, err := os.ReadFile(path); err == nil {
+		var compact bytes.Buffer
+		if json.Compact(&compact, b) == nil {
+			env.ClusterRequest = compact.Bytes()
+		}
 	}
 	return env
 }
 
+// effectiveGates are the feature gates of a spec as the providers apply them: the gang defaults of
+// the version, the cluster-wide gates over them, and each component's own over those.
+func effectiveGates(spec clusters.Spec) (all map[string]string, perComponent map[string]map[string]string) {
+	base := clusters.GangFeatureGates(spec.KubernetesVersion)
+	maps.Copy(base, spec.FeatureGates)
+	str := func(g map[string]bool) map[string]string {
+		out := map[string]string{}
+		for k, v := range g {
+			out[k] = strconv.FormatBool(v)
+		}
+		return out
+	}
+	perComponent = map[string]map[string]string{}
+	for _, c := range []clusters.Component{clusters.APIServer, clusters.ControllerManager, clusters.Scheduler} {
+		g := maps.Clone(base)
+		maps.Copy(g, spec.ComponentFeatureGates[c])
+		perComponent[string(c)] = str(g)
+	}
+	return str(base), perComponent
+}
+
 // clusterInfo is what the suite binary records in cluster.json about the cluster it ran against.
 type clusterInfo struct {
-	Provider string            `json:"provider"`
-	Versions map[string]string `json:"versions"`
-	GangAPI  string            `json:"gangAPI"`
+	Name       string            `json:"name"`
+	Kubeconfig string            `json:"kubeconfig"`
+	Nodes      int               `json:"nodes"`
+	Provider   string            `json:"provider"`
+	Versions   map[string]string `json:"versions"`
+	GangAPI    string            `json:"gangAPI"`
 }
 
 // clusterInfoOf reads cluster.json; a missing or unreadable file gives the zero value, which every

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +17,7 @@ import (
 	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/kwok"
 	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/clusters/request"
 	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/lab"
 	"github.com/gangbench/gangbench/scenarios"
@@ -34,6 +37,12 @@ type labFlags struct {
 }
 
 func newLabCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
+	cmd, _ := labCommand(g, stdout, stderr)
+	return cmd
+}
+
+// labCommand is newLabCmd with the flags it parses into, for tests.
+func labCommand(g *globalOpts, stdout, stderr io.Writer) (*cobra.Command, *labFlags) {
 	var f labFlags
 	cmd := &cobra.Command{
 		Use:   "lab",
@@ -62,7 +71,7 @@ cluster. It exits 1 when an experiment differs from the lab.`,
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "where built binaries are cached")
 	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "bound on each wait (a decision, a condition, a deletion)")
 	fs.BoolVar(&f.keep, "keep", false, "kind: leave the cluster and the last experiment's namespace for a look with kubectl")
-	return cmd
+	return cmd, &f
 }
 
 func runLab(ctx context.Context, g *globalOpts, f *labFlags, stdout, stderr io.Writer) error {
@@ -73,31 +82,15 @@ func runLab(ctx context.Context, g *globalOpts, f *labFlags, stdout, stderr io.W
 		return usageError{fmt.Errorf("--provider %q: accepted kind, local, auto", f.provider)}
 	}
 	provider := cf.resolveProvider(ctx, stderr)
-	if provider == local.ProviderName && (f.keep || f.schedulerImage != "" || f.nodeImage != "") {
-		return usageError{errors.New("--keep, --scheduler-image and --node-image are kind options")}
+	req, err := labRequest(f, provider)
+	if err != nil {
+		return err
 	}
-	bf := clusterFlags{cacheDir: f.cacheDir, schedulerBin: f.schedulerBin}
-	bins := bf.binOptions(stderr)
-	spec := clusters.Spec{
-		Name: labCluster, Nodes: 1, GPU: fakegpu.Inventory{Count: 8}, KubernetesVersion: f.k8sVersion,
-		SchedulerBinary: f.schedulerBin, ReadyTimeout: 5 * time.Minute,
+	p, err := req.NewProvider(g.logger(stderr), stderr)
+	if err != nil {
+		return usageError{err}
 	}
-	var cl *clusters.Cluster
-	var err error
-	if provider == kind.ProviderName {
-		p, perr := kind.New(kind.WithEngine(f.engine), kind.WithWorkers(1), kind.WithPlainWorkers(1), kind.WithNodeImage(f.nodeImage),
-			kind.WithSchedulerImage(f.schedulerImage), kind.WithBinaries(bins), kind.WithKeep(f.keep), kind.WithLogger(g.logger(stderr)))
-		if perr != nil {
-			return usageError{perr}
-		}
-		cl, err = p.Create(ctx, spec)
-	} else {
-		p, perr := local.New(local.WithLogger(g.logger(stderr)), local.WithBinaries(bins))
-		if perr != nil {
-			return perr
-		}
-		cl, err = p.Create(ctx, spec)
-	}
+	cl, err := p.Create(ctx, req.Spec)
 	if err != nil {
 		return err
 	}
@@ -133,6 +126,36 @@ func runLab(ctx context.Context, g *globalOpts, f *labFlags, stdout, stderr io.W
 		return codedError{errors.New("the lab did not reproduce (see the verdicts above)"), exitFailures}
 	}
 	return nil
+}
+
+// labRequest is the lab's cluster on provider: its name and shape are the lab's, the flags choose
+// the scheduler, the version, and on kind the engine and images.
+func labRequest(f *labFlags, provider string) (request.Request, error) {
+	if provider == local.ProviderName {
+		var given []string
+		for flag, set := range map[string]bool{"--keep": f.keep, "--scheduler-image": f.schedulerImage != "", "--node-image": f.nodeImage != "", "--engine": f.engine != ""} {
+			if set {
+				given = append(given, flag)
+			}
+		}
+		if len(given) > 0 {
+			slices.Sort(given)
+			return request.Request{}, usageError{fmt.Errorf("%s: kind options, but the lab runs on local here (add --provider kind)", strings.Join(given, ", "))}
+		}
+	}
+	req := request.New(provider, clusters.Spec{
+		Name: labCluster, Nodes: 1, GPU: fakegpu.Inventory{Count: 8}, KubernetesVersion: f.k8sVersion,
+		SchedulerBinary: absOrEmpty(f.schedulerBin), ReadyTimeout: 5 * time.Minute,
+	})
+	req.CacheDir = absOrEmpty(f.cacheDir)
+	if provider == kind.ProviderName {
+		req.KindOptions = &request.KindOptions{Engine: f.engine, Workers: 1, PlainWorkers: 1, NodeImage: f.nodeImage, SchedulerImage: f.schedulerImage}
+		req.Keep = f.keep
+	}
+	if err := req.Validate(); err != nil {
+		return request.Request{}, usageError{err}
+	}
+	return req, nil
 }
 
 // shapeLocalLab gives a local cluster the lab's three nodes, played by kwok: the provider's own

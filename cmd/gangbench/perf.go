@@ -16,11 +16,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/existing"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/clusters/request"
 	"github.com/gangbench/gangbench/observe/speedprobe"
 	"github.com/gangbench/gangbench/perf"
 	"github.com/gangbench/gangbench/perf/scenario"
@@ -72,6 +72,12 @@ finished run from those files.`,
 }
 
 func newPerfRunCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
+	cmd, _ := perfRunCommand(g, stdout, stderr)
+	return cmd
+}
+
+// perfRunCommand is newPerfRunCmd with the flags it parses into, for tests.
+func perfRunCommand(g *globalOpts, stdout, stderr io.Writer) (*cobra.Command, *perfRunFlags) {
 	var f perfRunFlags
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -131,7 +137,7 @@ Results are written in every case.`,
 	fs.DurationVar(&f.cpuProfile, "cpu-profile", 0, "fetch Go CPU profiles of the apiserver and the scheduler over this much of the start of every measured window into the run directory (cpu-SCENARIO-REP-COMPONENT.pprof, for go tool pprof); switches on their /debug/pprof on clusters gangbench creates")
 	fs.IntVar(&f.rounds, "rounds", 1, "run the scenario set this many times, each round on clusters of its own; with --reference, scheduler_perf runs before the first round, between rounds and after the last, each round is compared with the runs right before and after it, and the targets are judged by the median of the rounds' ratios")
 	fs.BoolVar(&f.reference, "reference", false, "run the upstream scheduler_perf workload each scenario names (reference.schedulerPerf) in-process right before and right after the run, and report gangbench's figures as ratios of their mean")
-	return cmd
+	return cmd, &f
 }
 
 func parseParams(vals []string) (map[string]string, error) {
@@ -146,16 +152,17 @@ func parseParams(vals []string) (map[string]string, error) {
 	return out, nil
 }
 
-func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr io.Writer) error {
-	ctx, cancel := context.WithTimeout(cmd.Context(), f.deadline)
-	defer cancel()
+// perfScenarioOptions are what the flags change in every scenario: its parameters, and the node
+// shape where the flags give one (perf's --nodes, --gpus-per-node and --gpu-product size the
+// scenarios, whose clusters follow them).
+func perfScenarioOptions(cmd *cobra.Command, f *perfRunFlags) (scenario.Options, error) {
 	params, err := parseParams(f.params)
 	if err != nil {
-		return err
+		return scenario.Options{}, err
 	}
 	flags := cmd.Flags()
 	if f.cluster.nodes < 0 {
-		return usageError{fmt.Errorf("--nodes %d: want a positive count", f.cluster.nodes)}
+		return scenario.Options{}, usageError{fmt.Errorf("--nodes %d: want a positive count", f.cluster.nodes)}
 	}
 	opts := scenario.Options{Params: params, Nodes: f.cluster.nodes}
 	if flags.Changed("gpus-per-node") {
@@ -164,12 +171,27 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 	if flags.Changed("gpu-product") {
 		opts.Product = f.cluster.gpuProduct
 	}
+	return opts, nil
+}
+
+func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr io.Writer) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.deadline)
+	defer cancel()
+	opts, err := perfScenarioOptions(cmd, f)
+	if err != nil {
+		return err
+	}
 	if len(f.scenarios) > 0 && len(f.labels) > 0 {
 		return usageError{errors.New("--scenario and --labels select scenarios two ways; give one")}
 	}
 	faults, err := perf.ParseFaults(f.faults)
 	if err != nil {
 		return usageError{fmt.Errorf("--fault: %w", err)}
+	}
+	// --nodes, --gpus-per-node and --gpu-product still size the scenarios on an existing cluster.
+	perfShaping := slices.DeleteFunc(slices.Clone(clusterShaping), func(n string) bool { return n == "nodes" || n == "gpus-per-node" || n == "gpu-product" })
+	if err := f.cluster.refuseWithKubeconfig(f.kubeconfig, perfShaping); err != nil {
+		return err
 	}
 	if len(faults) > 0 && f.kubeconfig != "" {
 		// Refused before anything starts: an existing cluster's components are not ours to kill.
@@ -431,43 +453,63 @@ func scenarioNames(scs []*scenario.Scenario) string {
 	return strings.Join(n, ", ")
 }
 
-// perfBaseSpec is the cluster spec every scenario's cluster starts from; its node count is set per
-// scenario, so the rest is validated with a placeholder.
-func perfBaseSpec(cmd *cobra.Command, f *clusterFlags, profile, provider string, cpuProfile bool) (clusters.Spec, error) {
+// perfRequest is the cluster request every scenario's cluster starts from; its node count is set
+// per scenario, so the rest is validated with a placeholder.
+func perfRequest(cmd *cobra.Command, f *clusterFlags, profile, provider string, cpuProfile bool) (request.Request, error) {
 	if !cmd.Flags().Changed("name") {
 		// Unique per run, so a perf run never collides with a user's cluster or another run.
 		f.name = fmt.Sprintf("perf-%d", os.Getpid())
 	}
-	probe := *f
-	probe.nodes = 1
-	spec, err := probe.spec()
+	req, err := f.scenarioBaseRequest(provider, profile)
 	if err != nil {
-		return clusters.Spec{}, err
+		return request.Request{}, err
 	}
-	spec.Nodes = 0
-	if err := perf.ApplyProfile(&spec, profile, provider); err != nil {
-		return clusters.Spec{}, usageError{err}
-	}
+	spec := req.Spec
 	if !cmd.Flags().Changed("timeout") {
 		spec.ReadyTimeout = 0 // the source scales it with the node count
 	}
 	if cpuProfile {
 		perf.EnableCPUProfiling(&spec)
 	}
-	return spec, nil
+	req.Spec = spec
+	return req, nil
+}
+
+// scenarioBaseRequest is the request perf's clusters start from, before a scenario sets the node
+// count (left 0): the flags validated with a placeholder node count, and the load profile applied.
+func (f *clusterFlags) scenarioBaseRequest(provider, profile string) (request.Request, error) {
+	probe := *f
+	// The placeholder: one node on local; on kind the workers' default, since kind counts workers
+	// plus kwok nodes, which each scenario sets.
+	probe.nodes = 0
+	if provider == local.ProviderName {
+		probe.nodes = 1
+	}
+	req, err := probe.request(provider)
+	if err != nil {
+		return request.Request{}, err
+	}
+	if err := req.Validate(); err != nil {
+		return request.Request{}, usageError{err}
+	}
+	req.Spec.Nodes = 0
+	if err := perf.ApplyProfile(&req.Spec, profile, provider); err != nil {
+		return request.Request{}, usageError{err}
+	}
+	return req, nil
 }
 
 // localSource builds the local provider's source from the cluster flags. The binaries are built
 // here, with progress on the terminal, rather than silently inside the first cluster create.
 func localSource(ctx context.Context, cmd *cobra.Command, f *clusterFlags, profile string, cpuProfile bool, stderr io.Writer) (perf.ClusterSource, error) {
-	spec, err := perfBaseSpec(cmd, f, profile, local.ProviderName, cpuProfile)
+	req, err := perfRequest(cmd, f, profile, local.ProviderName, cpuProfile)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := k8sbin.Ensure(ctx, spec.KubernetesVersion, f.binOptions(stderr)); err != nil {
+	if _, err := k8sbin.Ensure(ctx, req.Spec.KubernetesVersion, req.Binaries(stderr)); err != nil {
 		return nil, codedError{err, exitError}
 	}
-	p, err := local.New(local.WithBinaries(f.binOptions(stderr)))
+	p, err := local.New(local.WithBinaries(req.Binaries(stderr)))
 	if err != nil {
 		return nil, codedError{err, exitError}
 	}
@@ -475,7 +517,7 @@ func localSource(ctx context.Context, cmd *cobra.Command, f *clusterFlags, profi
 	if err != nil {
 		return nil, codedError{err, exitError}
 	}
-	return &perf.LocalSource{Provider: p, Base: spec, StateDir: stateDir}, nil
+	return &perf.LocalSource{Provider: p, Base: req.Spec, StateDir: stateDir}, nil
 }
 
 // kindSource builds the kind provider's source from the cluster flags: --workers real worker
@@ -484,11 +526,11 @@ func kindSource(cmd *cobra.Command, f *clusterFlags, profile string, cpuProfile 
 	if f.kwokNodes != 0 {
 		return nil, usageError{errors.New("--kwok-nodes: perf run derives the kwok nodes from each scenario's node count minus --workers")}
 	}
-	spec, err := perfBaseSpec(cmd, f, profile, kind.ProviderName, cpuProfile)
+	req, err := perfRequest(cmd, f, profile, kind.ProviderName, cpuProfile)
 	if err != nil {
 		return nil, err
 	}
-	return &perf.KindSource{Options: f.kindOptions(stderr), Workers: f.workers, Base: spec}, nil
+	return &perf.KindSource{Options: req.KindProviderOptions(req.Binaries(stderr)), Workers: f.workers, Base: req.Spec}, nil
 }
 
 // existingSource opens --kubeconfig. When it is the kubeconfig of a local gangbench cluster, the
