@@ -62,7 +62,8 @@ func stream(in io.Reader, out, record io.Writer, step string) error {
 					delete(held, hk)
 				}
 			}
-			if ev.Action == "output" {
+			// "PASS" is -json's verbose framing; plain go test prints only the "ok" line after it.
+			if ev.Action == "output" && ev.Output != "PASS\n" {
 				fmt.Fprint(out, ev.Output)
 			}
 		case ev.Action == "output":

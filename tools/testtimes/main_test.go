@@ -9,7 +9,8 @@ import (
 )
 
 // The stream is a real `go test -json` run (one package with a passing, a failing and a skipped
-// test, each with a subtest or a log line) followed by a package whose binary timed out inside a test.
+// test, each with a subtest or a log line) followed by a package whose binary timed out inside a test
+// and one that passed.
 func streamGolden(t *testing.T) (printed, recorded string) {
 	t.Helper()
 	in, err := os.Open(filepath.Join("testdata", "go-test.json"))
@@ -35,12 +36,13 @@ func TestStreamPrintsWhatPlainGoTestPrints(t *testing.T) {
 		"why it failed", "inner broke", "--- FAIL: TestFail (0.00s)", // a failed test, whole
 		"FAIL\tgithub.com/gangbench/gangbench/demo\t0.029s",            // package lines
 		"waiting for the cluster", "panic: test timed out after 10m0s", // a test that never ended
+		"ok  \tgithub.com/gangbench/gangbench/passes\t0.010s",
 	} {
 		if !strings.Contains(printed, want) {
 			t.Errorf("printed output lacks %q:\n%s", want, printed)
 		}
 	}
-	for _, not := range []string{"quiet", "no engine", "=== RUN   TestPass"} {
+	for _, not := range []string{"quiet", "no engine", "=== RUN   TestPass", "\nPASS\n"} {
 		if strings.Contains(printed, not) {
 			t.Errorf("printed output has %q, from a test that passed or skipped:\n%s", not, printed)
 		}
@@ -59,18 +61,18 @@ func TestTableFromRecordedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.String()
-	// Every test and subtest that ended: TestPass, TestPass/sub; TestFail, TestFail/inner; TestSkip.
-	if !strings.Contains(got, "tests: 2 passed, 2 failed, 1 skipped\n") {
+	// Every test and subtest that ended: TestPass, TestPass/sub, TestOK; TestFail, TestFail/inner; TestSkip.
+	if !strings.Contains(got, "tests: 3 passed, 2 failed, 1 skipped\n") {
 		t.Errorf("closing line wrong:\n%s", got)
 	}
 	// Slowest package first, module prefix stripped, the hung package's 10 minutes counted.
 	if !regexp.MustCompile(`(?s)test\s+hangs\s+FAIL\s+0\s+0\s+0\s+10m0s.*test\s+demo\s+FAIL\s+2\s+2\s+1\s+30ms`).MatchString(got) {
 		t.Errorf("package table wrong:\n%s", got)
 	}
-	if !strings.Contains(got, "slowest top-level tests (2 of 3)") {
+	if !strings.Contains(got, "slowest top-level tests (2 of 4)") {
 		t.Errorf("-top 2 not honoured:\n%s", got)
 	}
-	if !regexp.MustCompile(`\n  test\s+10m1s\s*\n`).MatchString(got) {
+	if !regexp.MustCompile(`\n  test\s+10m2s\s*\n`).MatchString(got) {
 		t.Errorf("wall time of the step wrong:\n%s", got)
 	}
 }
