@@ -164,30 +164,24 @@ func upstreamBinary(t *testing.T) string {
 }
 
 // TestProofUpstream: upstream's gang specs pass on the pristine scheduler, as TestUpstream cases
-// UPS-NN (7 of them at v1.37.2), and some fail against a scheduler with gang scheduling off: the
-// second opinion is a real one, wired into the run.
+// UPS-NN (7 of them at v1.37.2). Their failing against a scheduler with gang scheduling off, which
+// makes the second opinion a real one, is TestProofGangSchedulingOff's, on the same cluster as the
+// behavioural suites.
 //
 // Where a container engine answers, TestConformanceKind already runs upstream's specs on the
-// pristine scheduler and requires them to pass, so make test runs the pristine half here only
-// without an engine (make test-long runs it always).
+// pristine scheduler and requires them to pass, so make test runs this only without an engine
+// (make test-long always).
 func TestProofUpstream(t *testing.T) {
 	skipUnlessProof(t)
-	bin := upstreamBinary(t)
-	if _, noEngine := kind.DetectEngine(context.Background(), ""); noEngine != nil || testenv.Long() {
-		err, out, failed := runSuiteBinary(t, "^TestUpstream$", "-upstream-binary", bin)
-		if err != nil || len(failed) > 0 {
-			t.Fatalf("upstream's specs on the pristine scheduler: %v, failed %v\n%s\n%s", err, failed, failures(out, 80), tail(out, 40))
-		}
-		if n := strings.Count(out, "--- PASS: TestUpstream/upstream_gang_specs/UPS-"); n < 7 {
-			t.Errorf("%d upstream specs passed, want the 7 gang specs of v1.37.2:\n%s", n, tail(out, 30))
-		}
-	} else {
-		t.Log("upstream's specs on the pristine scheduler: proven on kind by TestConformanceKind (make test-long repeats it on local)")
+	if _, err := kind.DetectEngine(context.Background(), ""); err == nil {
+		testenv.SkipUnlessLong(t, "a container engine answers, so TestConformanceKind runs upstream's specs on the pristine scheduler")
 	}
-	err, out, failed := runSuiteBinary(t, "^TestUpstream$", "-upstream-binary", bin, "-scheduler-feature-gates", "GenericWorkload=false")
-	t.Logf("upstream specs failed against gang scheduling off: %v", failed["TestUpstream"])
-	if err == nil || len(failed["TestUpstream"]) == 0 {
-		t.Errorf("upstream's specs passed against a scheduler with gang scheduling off:\n%s", tail(out, 40))
+	err, out, failed := runSuiteBinary(t, "^TestUpstream$", "-upstream-binary", upstreamBinary(t))
+	if err != nil || len(failed) > 0 {
+		t.Fatalf("upstream's specs on the pristine scheduler: %v, failed %v\n%s\n%s", err, failed, failures(out, 80), tail(out, 40))
+	}
+	if n := strings.Count(out, "--- PASS: TestUpstream/upstream_gang_specs/UPS-"); n < 7 {
+		t.Errorf("%d upstream specs passed, want the 7 gang specs of v1.37.2:\n%s", n, tail(out, 30))
 	}
 }
 

@@ -79,9 +79,12 @@ func behaviouralRE() string { return "^(" + strings.Join(behavioural, "|") + ")$
 // Half the timeouts, as on kind and for the mutants: a scheduler that ignores PodGroups makes most
 // steps wait out their deadlines, and a failure that must show shows as well at half (pass
 // thresholds do not scale).
+//
+// Upstream's gang specs run on the same cluster after the suites and must fail too: the proof that
+// their second opinion is a real one, without a cluster and a serial run of its own.
 func TestProofGangSchedulingOff(t *testing.T) {
 	redRun(t)
-	proveGangSchedulingOff(t, "-timeout-scale", "0.5")
+	proveGangSchedulingOff(t, upstreamBinary(t), "-timeout-scale", "0.5")
 }
 
 // TestProofGangSchedulingOffKind is the same proof on kind: the wrong scheduler is swapped into the
@@ -97,13 +100,23 @@ func TestProofGangSchedulingOffKind(t *testing.T) {
 	redRun(t)
 	skipWithoutEngine(t)
 	// Half the timeouts, as on local (13 min at full scale here).
-	proveGangSchedulingOff(t, "-provider", "kind", "-timeout-scale", "0.5")
+	proveGangSchedulingOff(t, "", "-provider", "kind", "-timeout-scale", "0.5")
 }
 
-func proveGangSchedulingOff(t *testing.T, args ...string) {
+// proveGangSchedulingOff runs the behavioural suites (and, with upstream set, upstream's gang specs
+// from that binary after them) against a scheduler with GenericWorkload=false; all must fail.
+func proveGangSchedulingOff(t *testing.T, upstream string, args ...string) {
 	t.Helper()
-	err, out, failed := runSuiteBinary(t, behaviouralRE(), append(args, "-scheduler-feature-gates", "GenericWorkload=false")...)
+	re := behaviouralRE()
+	if upstream != "" {
+		re = "^(" + strings.Join(behavioural, "|") + "|TestUpstream)$"
+		args = append(args, "-upstream-binary", upstream)
+	}
+	err, out, failed := runSuiteBinary(t, re, append(args, "-scheduler-feature-gates", "GenericWorkload=false")...)
 	t.Logf("failed assertions against a scheduler without gang scheduling: %v", failed)
+	if upstream != "" && len(failed["TestUpstream"]) == 0 {
+		t.Errorf("upstream's specs passed (or did not run) against a scheduler with gang scheduling off:\n%s", tail(out, 40))
+	}
 	if err == nil {
 		t.Fatalf("the suites passed against a scheduler with gang scheduling off:\n%s", tail(out, 60))
 	}

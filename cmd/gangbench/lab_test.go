@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gangbench/gangbench/clusters/kind"
+	"github.com/gangbench/gangbench/internal/testenv"
 )
 
 // labWant are lines every reproduced lab prints: the four verdicts and the pending team's resource
@@ -43,10 +44,15 @@ func runLabTest(t *testing.T, args ...string) *sigRun {
 	return r
 }
 
-// TestLabLocal runs the seed lab on the local provider, kwok playing the lab's three nodes.
+// TestLabLocal runs the seed lab on the local provider, kwok playing the lab's three nodes. Where a
+// container engine answers, TestLabKind runs the same lab in full on real kubelets, so make test
+// runs this one only without an engine (make test-long always).
 func TestLabLocal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a local cluster; skipped with -short")
+	}
+	if _, err := kind.DetectEngine(context.Background(), ""); err == nil {
+		testenv.SkipUnlessLong(t, "a container engine answers, so TestLabKind runs the lab in full on real kubelets")
 	}
 	runLabTest(t, "--provider", "local")
 }

@@ -10,7 +10,7 @@ import (
 
 // The stream is a real `go test -json` run (one package with a passing, a failing and a skipped
 // test, each with a subtest or a log line) followed by a package whose binary timed out inside a test
-// and one that passed.
+// one that passed, and one whose parallel test resumed after the serial ones.
 func streamGolden(t *testing.T) (printed, recorded string) {
 	t.Helper()
 	in, err := os.Open(filepath.Join("testdata", "go-test.json"))
@@ -61,16 +61,21 @@ func TestTableFromRecordedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.String()
-	// Every test and subtest that ended: TestPass, TestPass/sub, TestOK; TestFail, TestFail/inner; TestSkip.
-	if !strings.Contains(got, "tests: 3 passed, 2 failed, 1 skipped\n") {
+	// Every test and subtest that ended: TestPass, TestPass/sub, TestOK, TestRed, TestRed/a; TestFail,
+	// TestFail/inner; TestSkip.
+	if !strings.Contains(got, "tests: 5 passed, 2 failed, 1 skipped\n") {
 		t.Errorf("closing line wrong:\n%s", got)
 	}
 	// Slowest package first, module prefix stripped, the hung package's 10 minutes counted.
 	if !regexp.MustCompile(`(?s)test\s+hangs\s+FAIL\s+0\s+0\s+0\s+10m0s.*test\s+demo\s+FAIL\s+2\s+2\s+1\s+30ms`).MatchString(got) {
 		t.Errorf("package table wrong:\n%s", got)
 	}
-	if !strings.Contains(got, "slowest top-level tests (2 of 4)") {
+	if !strings.Contains(got, "slowest top-level tests (2 of 5;") {
 		t.Errorf("-top 2 not honoured:\n%s", got)
+	}
+	// A parallel test reports 0.01 s of its own; its time is from its resume to its end.
+	if !regexp.MustCompile(`\n  parallel\s+TestRed\s+ok\s+45s\s*\n`).MatchString(got) {
+		t.Errorf("the parallel test's time is not its wall clock from its resume:\n%s", got)
 	}
 	if !regexp.MustCompile(`\n  test\s+10m2s\s*\n`).MatchString(got) {
 		t.Errorf("wall time of the step wrong:\n%s", got)
