@@ -3,7 +3,9 @@ package suites
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -127,7 +129,7 @@ func experimentFeatures() []Feature {
 									continue
 								}
 								seen = append(seen, e.Message)
-								gang = gang || strings.HasPrefix(e.Message, "pod group is unschedulable, minCount (3) cannot be satisfied")
+								gang = gang || isGangMessage(e.Message, 3)
 								resource = resource || strings.Contains(e.Message, "Insufficient nvidia.com/gpu")
 							}
 							return gang && resource, fmt.Sprintf("gang message %v, resource message %v in %q", gang, resource, seen), nil
@@ -181,4 +183,18 @@ func podScheduledReason(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// gangMessageRE is the FailedScheduling message of a gang member whose group cannot reach minCount:
+// "pod group is unschedulable, minCount (M) cannot be satisfied: …". With
+// TopologyAwareWorkloadScheduling on, every gang is scheduled through placements (the whole cluster
+// is one when the PodGroup names no topology), and the same status comes wrapped as the first
+// placement's: "pod group is unschedulable, 0/1 placements are available, first placement status:
+// minCount (M) cannot be satisfied: …" (workload-features-v1.37 §1.4).
+var gangMessageRE = regexp.MustCompile(`^pod group is unschedulable, (0/[0-9]+ placements are available, first placement status: )?minCount \(([0-9]+)\) cannot be satisfied`)
+
+// isGangMessage says whether msg is the gang's minCount message for minCount.
+func isGangMessage(msg string, minCount int) bool {
+	m := gangMessageRE.FindStringSubmatch(msg)
+	return m != nil && m[2] == strconv.Itoa(minCount)
 }
