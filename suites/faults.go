@@ -614,8 +614,10 @@ func fltKwokRestart() Feature {
 					// kwok v0.8.0 renews node leases under a per-process identity: a new process
 					// cannot take a node's lease until the old one's expires (nodeLeaseDurationSeconds,
 					// 40 s), and until then it does not run that node's pods. So new pods become Running
-					// about 40 s after a kwok restart, while the scheduler binds them at once.
-					Eventually(ctx, t, l.env.d(90*time.Second), fmt.Sprintf("pods %v Running", names), func(ctx context.Context) (bool, string, error) {
+					// about 40 s after a kwok restart, while the scheduler binds them at once. The
+					// bound was 90 s until make test on 2026-12-07 saw them bound but still Pending
+					// at 90 s, once in two runs (why kwok took longer is not known yet).
+					Eventually(ctx, t, l.env.d(150*time.Second), fmt.Sprintf("pods %v Running", names), func(ctx context.Context) (bool, string, error) {
 						_, ok, state, err := fltPodsRunning(ctx, l, names)
 						return ok, state, err
 					})
