@@ -597,8 +597,11 @@ func environmentOf(runDir string, f *e2eFlags, spec clusters.Spec) results.Envir
 	}
 	// The request the cluster was created from, written by runSuites before the suites started;
 	// none for --kubeconfig, whose gates gangbench does not know.
-	path := filepath.Join(runDir, request.FileName)
-	req, err := request.Read(path)
+	b, err := os.ReadFile(filepath.Join(runDir, request.FileName))
+	if err != nil {
+		return env
+	}
+	req, err := request.Decode(bytes.NewReader(b))
 	if err != nil {
 		return env
 	}
@@ -609,11 +612,9 @@ func environmentOf(runDir string, f *e2eFlags, spec clusters.Spec) results.Envir
 		env.Nodes = req.Spec.Nodes
 	}
 	env.FeatureGates, env.ComponentFeatureGates = effectiveGates(req.Spec)
-	if b, err := os.ReadFile(path); err == nil {
-		var compact bytes.Buffer
-		if json.Compact(&compact, b) == nil {
-			env.ClusterRequest = compact.Bytes()
-		}
+	var compact bytes.Buffer
+	if json.Compact(&compact, b) == nil {
+		env.ClusterRequest = compact.Bytes()
 	}
 	return env
 }
