@@ -30,7 +30,9 @@ const (
 	labelOSBeta   = "beta.kubernetes.io/os"
 	labelArchBeta = "beta.kubernetes.io/arch"
 
-	// LabelManaged marks nodes gangbench created, so cleanup and selectors can find them.
+	// LabelManaged marks nodes, and every other object, gangbench created, so cleanup and selectors
+	// can find them. This is its one definition: scenarios.ManagedLabel and
+	// existing.ManagedLabel restate it for their callers.
 	LabelManaged = "gangbench.dev/managed"
 	// LabelType is the label kwok's documentation uses for simulated nodes.
 	LabelType = "type"

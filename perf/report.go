@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gangbench/gangbench/internal/markdown"
 	"github.com/gangbench/gangbench/perf/measure"
 	"github.com/gangbench/gangbench/results"
 )
@@ -79,6 +80,20 @@ func (rw row) get(item, bucket string) (float64, bool) {
 	}
 	v, ok := it.Data[bucket]
 	return v, ok
+}
+
+// cells is the row's line of the figures table: scenario, nodes, repetition, then each column's
+// figure, or missing where the run has none.
+func (rw row) cells(missing string) []string {
+	cells := []string{rw.scenario, rw.nodes, rw.rep}
+	for _, c := range columns() {
+		if v, ok := rw.get(c.item, c.bucket); ok {
+			cells = append(cells, format(v, c.digits))
+		} else {
+			cells = append(cells, missing)
+		}
+	}
+	return cells
 }
 
 // rows groups the data items by scenario and repetition, in the order they were recorded.
@@ -169,15 +184,7 @@ func writeText(w io.Writer, r *results.Run) error {
 	}
 	fmt.Fprintln(tw, strings.Join(heads, "\t")+"\t")
 	for _, rw := range rows(r) {
-		cells := []string{rw.scenario, rw.nodes, rw.rep}
-		for _, c := range columns() {
-			if v, ok := rw.get(c.item, c.bucket); ok {
-				cells = append(cells, format(v, c.digits))
-			} else {
-				cells = append(cells, "-")
-			}
-		}
-		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+		fmt.Fprintln(tw, strings.Join(rw.cells("-"), "\t")+"\t")
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -319,71 +326,55 @@ func envLine(r *results.Run) string {
 
 func writeMarkdown(w io.Writer, r *results.Run) error {
 	v := VerdictOf(r)
-	var b strings.Builder
-	fmt.Fprintf(&b, "# gangbench %s: %s\n\n%s  \n%s\n\n", r.Command, v.Headline, runLine(r), envLine(r))
-	heads := []string{"scenario", "nodes", "rep"}
+	var md markdown.Writer
+	md.Heading(1, "gangbench "+r.Command+": "+v.Headline)
+	// Two trailing spaces: a hard line break between the run and its environment.
+	md.Paragraph(markdown.Inline(runLine(r)) + "  \n" + markdown.Inline(envLine(r)))
+	cols := []markdown.Column{markdown.Num("scenario"), markdown.Num("nodes"), markdown.Num("rep")}
 	for _, c := range columns() {
-		heads = append(heads, c.head)
+		cols = append(cols, markdown.Num(c.head))
 	}
-	b.WriteString("| " + strings.Join(heads, " | ") + " |\n|" + strings.Repeat("---:|", len(heads)) + "\n")
+	md.Table(cols...)
 	for _, rw := range rows(r) {
-		cells := []string{rw.scenario, rw.nodes, rw.rep}
-		for _, c := range columns() {
-			if v, ok := rw.get(c.item, c.bucket); ok {
-				cells = append(cells, format(v, c.digits))
-			} else {
-				cells = append(cells, "–")
-			}
-		}
-		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+		md.Row(rw.cells("–")...)
 	}
-	writeResourcesMarkdown(&b, r)
+	writeResourcesMarkdown(&md, r)
 	if lines := TrafficLines(r); len(lines) > 0 {
-		b.WriteString("\n## apiserver traffic\n\n" + strings.ToUpper(trafficCaption[:1]) + trafficCaption[1:] + ".\n\n")
-		for _, l := range lines {
-			b.WriteString("- " + md(l) + "\n")
-		}
+		md.Heading(2, "apiserver traffic")
+		md.Paragraph(strings.ToUpper(trafficCaption[:1]) + trafficCaption[1:] + ".")
+		md.List(lines...)
 	}
 	if lines := GoRuntimeLines(r); len(lines) > 0 {
-		b.WriteString("\n## Go runtime\n\n" + goRuntimeCaption + ".\n\n")
-		for _, l := range lines {
-			b.WriteString("- " + md(l) + "\n")
-		}
+		md.Heading(2, "Go runtime")
+		md.Paragraph(goRuntimeCaption + ".")
+		md.List(lines...)
 	}
 	if lines := ReferenceSection(r); len(lines) > 0 {
-		b.WriteString("\n## Reference\n\nUpstream scheduler_perf, same version, in-process on this machine.\n\n")
-		for _, l := range lines {
-			b.WriteString("- " + md(l) + "\n")
-		}
+		md.Heading(2, "Reference")
+		md.Paragraph("Upstream scheduler_perf, same version, in-process on this machine.")
+		md.List(lines...)
 	}
 	if lines := FaultLines(r); len(lines) > 0 {
-		b.WriteString("\n## Faults\n\n")
-		for _, l := range lines {
-			b.WriteString("- " + md(l) + "\n")
-		}
+		md.Heading(2, "Faults")
+		md.List(lines...)
 	}
 	if len(r.Cases) > 0 {
-		b.WriteString("\n## SLOs\n\n| verdict | id | objective | measured | source |\n|---|---|---|---:|---|\n")
+		md.Heading(2, "SLOs")
+		md.Table(markdown.Col("verdict"), markdown.Col("id"), markdown.Col("objective"), markdown.Num("measured"), markdown.Col("source"))
 		for _, c := range r.Cases {
 			m := ""
 			if v, ok := c.Measurements["value"]; ok {
 				m = strconv.FormatFloat(v, 'g', 4, 64)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", c.Verdict, c.ID, md(c.Name), m, md(c.Ref))
+			md.Row(string(c.Verdict), c.ID, c.Name, m, c.Ref)
 		}
 	}
 	if len(r.Notes) > 0 {
-		b.WriteString("\n## Notes\n\n")
-		for _, n := range r.Notes {
-			b.WriteString("- " + md(n) + "\n")
-		}
+		md.Heading(2, "Notes")
+		md.List(r.Notes...)
 	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, md.String())
 	return err
-}
-
-func md(s string) string {
-	return strings.NewReplacer("|", `\|`, "\n", " ", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
 // FaultLines describes each injected fault in one line: when it hit, how long the cluster took

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/internal/markdown"
 	"github.com/gangbench/gangbench/perf/measure"
 	"github.com/gangbench/gangbench/results"
 )
@@ -82,27 +83,28 @@ func writeResourcesText(b *strings.Builder, r *results.Run) {
 }
 
 // writeResourcesMarkdown adds the resource table to the markdown report.
-func writeResourcesMarkdown(b *strings.Builder, r *results.Run) {
+func writeResourcesMarkdown(md *markdown.Writer, r *results.Run) {
 	rows, machine := resourceTable(r)
 	if len(rows) == 0 {
 		return
 	}
-	b.WriteString("\n## Resources\n\n" + strings.ToUpper(resourceCaption[:1]) + resourceCaption[1:] + ".\n\n")
-	b.WriteString("| scenario | rep | component | CPU s | cores | peak MiB | waited s |\n|---|---:|---|---:|---:|---:|---:|\n")
+	md.Heading(2, "Resources")
+	md.Paragraph(strings.ToUpper(resourceCaption[:1]) + resourceCaption[1:] + ".")
+	md.Table(markdown.Col("scenario"), markdown.Num("rep"), markdown.Col("component"), markdown.Num("CPU s"),
+		markdown.Num("cores"), markdown.Num("peak MiB"), markdown.Num("waited s"))
 	for _, rw := range rows {
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", rw.scenario, rw.rep, rw.component,
+		md.Row(rw.scenario, rw.rep, rw.component,
 			strconv.FormatFloat(rw.cpu, 'f', 1, 64), strconv.FormatFloat(rw.cores, 'f', 2, 64),
 			strconv.FormatFloat(rw.rssMiB, 'f', 0, 64), strconv.FormatFloat(rw.wait, 'f', 1, 64))
 	}
-	if len(machine) > 0 {
-		b.WriteString("\n")
-		seen := map[string]bool{}
-		for _, rw := range rows {
-			key := rw.scenario + "\x00" + rw.rep
-			if m := machine[key]; m != "" && !seen[key] {
-				seen[key] = true
-				fmt.Fprintf(b, "- %s rep %s: machine %s\n", rw.scenario, rw.rep, m)
-			}
+	var lines []string
+	seen := map[string]bool{}
+	for _, rw := range rows {
+		key := rw.scenario + "\x00" + rw.rep
+		if m := machine[key]; m != "" && !seen[key] {
+			seen[key] = true
+			lines = append(lines, fmt.Sprintf("%s rep %s: machine %s", rw.scenario, rw.rep, m))
 		}
 	}
+	md.List(lines...)
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gangbench/gangbench/internal/markdown"
 )
 
 // idWidth is the minimum width of the ID column, so live lines (one case at a time) line up.
@@ -130,32 +132,29 @@ func WriteText(w io.Writer, r *Run) error {
 // run tells its story first: totals, the suites, then each failure with its message and artifacts;
 // the environment, skips and measurements follow.
 func WriteMarkdown(w io.Writer, r *Run) error {
-	var b strings.Builder
+	var md markdown.Writer
 	sum := r.Summary()
-	fmt.Fprintf(&b, "# %s: %s\n\n", title(r), r.Headline())
+	md.Heading(1, title(r)+": "+r.Headline())
 	if r.Interrupted {
-		b.WriteString("> **INTERRUPTED: partial results.** The run was stopped by a signal; cases that did not run are missing.\n\n")
+		md.Paragraph("> **INTERRUPTED: partial results.** The run was stopped by a signal; cases that did not run are missing.")
 	}
-	b.WriteString(totalLine(sum) + ".\n")
+	md.Paragraph(totalLine(sum) + ".")
 	slo := sum.SLOViolations > 0
-	b.WriteString("\n## Suites\n\n| suite | passed | failed | skipped | errors |")
+	md.Heading(2, "Suites")
+	cols := []markdown.Column{markdown.Col("suite"), markdown.Num("passed"), markdown.Num("failed"), markdown.Num("skipped"), markdown.Num("errors")}
 	if slo {
-		b.WriteString(" SLO violations |")
+		cols = append(cols, markdown.Num("SLO violations"))
 	}
-	b.WriteString(" time |\n|---|---:|---:|---:|---:|")
-	if slo {
-		b.WriteString("---:|")
-	}
-	b.WriteString("---:|\n")
+	md.Table(append(cols, markdown.Num("time"))...)
 	row := func(name string, s SuiteSummary) {
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d |", name, s.Passed, s.Failed, s.Skipped, s.Errors)
+		cells := []string{name, strconv.Itoa(s.Passed), strconv.Itoa(s.Failed), strconv.Itoa(s.Skipped), strconv.Itoa(s.Errors)}
 		if slo {
-			fmt.Fprintf(&b, " %d |", s.SLOViolations)
+			cells = append(cells, strconv.Itoa(s.SLOViolations))
 		}
-		fmt.Fprintf(&b, " %s |\n", seconds(s.Duration))
+		md.Row(append(cells, seconds(s.Duration))...)
 	}
 	for _, n := range sum.Suites {
-		row(mdInline(n), sum.BySuite[n])
+		row(StripANSI(n), sum.BySuite[n])
 	}
 	row("**total**", SuiteSummary{Passed: sum.Passed, Failed: sum.Failed, Skipped: sum.Skipped,
 		Errors: sum.Errors, SLOViolations: sum.SLOViolations, Duration: sum.Duration})
@@ -172,27 +171,24 @@ func WriteMarkdown(w io.Writer, r *Run) error {
 		measured = measured || len(c.Measurements) > 0
 	}
 	if len(failing) > 0 {
-		b.WriteString("\n## Failures\n")
+		md.Heading(2, "Failures")
 	}
 	for _, c := range failing {
-		fmt.Fprintf(&b, "\n### %s %s (%s)\n\nsuite %s", mdInline(c.ID), mdInline(firstLine(c.Name)), c.Verdict, mdInline(suiteName(c)))
+		md.Heading(3, StripANSI(c.ID)+" "+StripANSI(firstLine(c.Name))+" ("+string(c.Verdict)+")")
+		line := "suite " + mdInline(suiteName(c))
 		if c.Ref != "" {
-			b.WriteString(", ref " + mdInline(c.Ref))
+			line += ", ref " + mdInline(c.Ref)
 		}
-		fmt.Fprintf(&b, ", %s\n", seconds(c.Duration))
+		md.Paragraph(line + ", " + seconds(c.Duration))
 		if msg := strings.TrimRight(StripANSI(c.Message), "\n"); msg != "" {
-			fence := "```"
-			for strings.Contains(msg, fence) {
-				fence += "`"
-			}
-			fmt.Fprintf(&b, "\n%stext\n%s\n%s\n", fence, msg, fence)
+			md.Code("text", msg)
 		}
 		if len(c.Artifacts) > 0 {
 			arts := make([]string, len(c.Artifacts))
 			for i, a := range c.Artifacts {
 				arts[i] = "`" + strings.ReplaceAll(a, "`", "'") + "`"
 			}
-			b.WriteString("\nartifacts (in the run directory): " + strings.Join(arts, ", ") + "\n")
+			md.Paragraph("artifacts (in the run directory): " + strings.Join(arts, ", "))
 		}
 	}
 	e := r.Environment
@@ -200,10 +196,11 @@ func WriteMarkdown(w io.Writer, r *Run) error {
 	cell := func(k, v string) {
 		if v != "" && v != "0" {
 			if !env {
-				b.WriteString("\n## Environment\n\n| | |\n|---|---|\n")
+				md.Heading(2, "Environment")
+				md.Table(markdown.Col(""), markdown.Col(""))
 				env = true
 			}
-			fmt.Fprintf(&b, "| %s | %s |\n", k, mdInline(v))
+			md.Row(k, StripANSI(v))
 		}
 	}
 	cell("run", r.ID)
@@ -221,34 +218,39 @@ func WriteMarkdown(w io.Writer, r *Run) error {
 	}
 	cell("feature gates", strings.Join(gates, ", "))
 	for _, k := range sortedKeys(e.Extra) {
-		cell(mdInline(k), e.Extra[k])
+		cell(StripANSI(k), e.Extra[k])
 	}
 
 	if len(skipped) > 0 {
-		b.WriteString("\n## Skipped\n\n")
+		md.Heading(2, "Skipped")
 	}
+	var skips []string
 	for _, c := range skipped {
-		line := strings.TrimSpace(mdInline(c.ID + " " + firstLine(c.Name)))
-		if msg := mdInline(firstLine(c.Message)); msg != "" {
+		line := strings.TrimSpace(StripANSI(c.ID + " " + firstLine(c.Name)))
+		if msg := StripANSI(firstLine(c.Message)); msg != "" {
 			line += ": " + msg
 		}
-		b.WriteString("- " + line + "\n")
+		skips = append(skips, line)
 	}
+	md.List(skips...)
 	if measured {
-		b.WriteString("\n## Measurements\n\n| case | measurement | value |\n|---|---|---:|\n")
+		md.Heading(2, "Measurements")
+		md.Table(markdown.Col("case"), markdown.Col("measurement"), markdown.Num("value"))
 		for _, c := range r.Cases {
 			for _, k := range sortedKeys(c.Measurements) {
-				fmt.Fprintf(&b, "| %s | %s | %s |\n", mdInline(c.ID), mdInline(k), formatFloat(c.Measurements[k]))
+				md.Row(StripANSI(c.ID), StripANSI(k), formatFloat(c.Measurements[k]))
 			}
 		}
 	}
 	if len(r.Notes) > 0 {
-		b.WriteString("\n## Notes\n\n")
+		md.Heading(2, "Notes")
 	}
-	for _, n := range r.Notes {
-		b.WriteString("- " + mdInline(n) + "\n")
+	notes := make([]string, len(r.Notes))
+	for i, n := range r.Notes {
+		notes[i] = StripANSI(n)
 	}
-	_, err := io.WriteString(w, b.String())
+	md.List(notes...)
+	_, err := io.WriteString(w, md.String())
 	return err
 }
 
@@ -307,10 +309,7 @@ func hostSummary(h Host) string {
 }
 
 // mdInline makes s safe on one markdown line or table cell: no ANSI, no line breaks, no pipes or HTML.
-func mdInline(s string) string {
-	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ", "|", `\|`, "<", "&lt;", ">", "&gt;").
-		Replace(StripANSI(s))
-}
+func mdInline(s string) string { return markdown.Inline(StripANSI(s)) }
 
 // formatFloat is short and deterministic: plain decimals when compact, else 6 significant digits.
 func formatFloat(v float64) string {

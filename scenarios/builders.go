@@ -13,8 +13,9 @@ import (
 	"github.com/gangbench/gangbench/fakegpu"
 )
 
-// ManagedLabel marks every object gangbench creates, so cleanup deletes only what is ours.
-const ManagedLabel = "gangbench.dev/managed"
+// ManagedLabel marks every object gangbench creates, so cleanup deletes only what is ours. It is
+// fakegpu.LabelManaged, which simulated nodes carry and clusters/existing deletes by.
+const ManagedLabel = fakegpu.LabelManaged
 
 // PauseImage is what every test pod runs (see fakegpu.PodImage).
 const PauseImage = fakegpu.PodImage

@@ -18,13 +18,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gangbench/gangbench/scenarios"
+	"github.com/gangbench/gangbench/fakegpu"
 )
 
 // ManagedLabel marks every object gangbench creates (with the value "true"); DeleteManaged deletes
-// only objects that carry it. It is scenarios.ManagedLabel, restated here so that callers of this
-// package see the contract without importing the scenario builders.
-const ManagedLabel = scenarios.ManagedLabel
+// only objects that carry it. The one definition is fakegpu.LabelManaged, the lowest package that
+// both the cluster providers and the scenario builders (scenarios.ManagedLabel) reach; it is
+// restated here so that callers of this package see the contract where DeleteManaged is.
+const ManagedLabel = fakegpu.LabelManaged
 
 // Flag names the refusals point the user at. The command line registers them under these names.
 const (

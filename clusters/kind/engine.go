@@ -10,29 +10,16 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gangbench/gangbench/clusters/kind/enginecli"
 )
 
-// Runner runs a container engine CLI command with ctx, writing its standard output to stdout (which
-// may be nil to discard it). A failure is returned as an error that carries the end of its standard
-// error; a binary that is not installed yields an error wrapping exec.ErrNotFound.
-type Runner func(ctx context.Context, stdout io.Writer, name string, args ...string) error
+// Runner is the seam for every container engine command kind and its node image builder run; it
+// is enginecli.Runner, named here so kind's callers need not import the seam's package.
+type Runner = enginecli.Runner
 
-// CommandError is a failed engine command and what it printed on stderr.
-type CommandError struct {
-	Args   []string
-	Stderr string
-	Err    error
-}
-
-func (e *CommandError) Error() string {
-	msg := fmt.Sprintf("%s: %v", strings.Join(e.Args, " "), e.Err)
-	if s := strings.TrimSpace(e.Stderr); s != "" {
-		msg += ": " + s
-	}
-	return msg
-}
-
-func (e *CommandError) Unwrap() error { return e.Err }
+// CommandError is a failed engine command and what it printed on stderr (enginecli.CommandError).
+type CommandError = enginecli.CommandError
 
 // stderrCap bounds what is kept of a command's stderr: errors quote it, they need not carry a log.
 const stderrCap = 4096

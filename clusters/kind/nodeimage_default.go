@@ -99,7 +99,7 @@ func EnsureNodeImage(ctx context.Context, o NodeImageOptions) (*nodeimage.Image,
 	}
 	no := nodeimage.Options{
 		KubernetesVersion: o.KubernetesVersion, Bins: o.Bins, Mirror: o.Mirror, Engine: engine,
-		Run: nodeimage.Runner(run), PluginImage: plugin, Progress: o.Progress, Log: o.Log, NoBuild: o.noBuild, Rebuild: o.Rebuild,
+		Run: run, PluginImage: plugin, Progress: o.Progress, Log: o.Log, NoBuild: o.noBuild, Rebuild: o.Rebuild,
 	}
 	if !o.noBuild {
 		// Look before building: a machine that cannot build the image must say so now, not after the
@@ -164,5 +164,5 @@ func PruneNodeImages(ctx context.Context, engine string, bins k8sbin.Options, ru
 	if err != nil {
 		return nil, err
 	}
-	return nodeimage.Prune(ctx, engine, nodeimage.Runner(run), bins)
+	return nodeimage.Prune(ctx, engine, run, bins)
 }

@@ -10,15 +10,11 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/internal/nodewatch"
 )
 
 // maxListedNotReady bounds how many not-Ready nodes a timeout error names.
@@ -91,29 +87,7 @@ func WaitNodesReady(ctx context.Context, cs kubernetes.Interface, selector strin
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = selector
-			return cs.CoreV1().Nodes().List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = selector
-			return cs.CoreV1().Nodes().Watch(ctx, o)
-		},
-	}
-
-	// states is only touched by the precondition and condition callbacks, which UntilWithSync runs one
-	// after the other on this goroutine, and read after it returned; so it needs no lock.
-	states := map[string]nodeState{}
-	observe := func(n *corev1.Node) {
-		// Filter here too: a watch (the fake clientset's, for one) may not apply the label selector.
-		if sel.Matches(labels.Set(n.Labels)) {
-			states[n.Name] = readiness(n)
-		} else {
-			delete(states, n.Name)
-		}
-	}
-	enough := func() bool {
+	states, err := nodewatch.Until(ctx, cs, sel, readiness, func(states map[string]nodeState) bool {
 		ready := 0
 		for _, s := range states {
 			if s.ready {
@@ -121,36 +95,7 @@ func WaitNodesReady(ctx context.Context, cs kubernetes.Interface, selector strin
 			}
 		}
 		return ready >= want
-	}
-
-	_, err = watchtools.UntilWithSync(ctx,
-		// Tell the reflector whether cs supports watch-list (the fake clientset does not), instead of
-		// letting it wait for a bookmark that never comes.
-		cache.ToListWatcherWithWatchListSemantics(lw, cs),
-		&corev1.Node{},
-		func(store cache.Store) (bool, error) {
-			for _, obj := range store.List() {
-				if n, ok := obj.(*corev1.Node); ok {
-					observe(n)
-				}
-			}
-			return enough(), nil
-		},
-		func(ev watch.Event) (bool, error) {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok {
-				// Bookmarks and errors carry no node; the informer behind UntilWithSync handles
-				// re-listing itself.
-				return false, nil
-			}
-			if ev.Type == watch.Deleted {
-				delete(states, n.Name)
-			} else {
-				observe(n)
-			}
-			return enough(), nil
-		},
-	)
+	})
 	if err == nil {
 		var ready []string
 		for name, st := range states {
@@ -225,63 +170,36 @@ func leaseState(l *coordinationv1.Lease, now time.Time) string {
 // waitLeases waits until at least want of the nodes hold a renewed Lease in kube-node-lease (a
 // node's Lease has its name). ctx already carries the overall deadline of WaitNodesReady.
 func waitLeases(ctx context.Context, cs kubernetes.Interface, nodes []string, want int, timeout time.Duration) error {
-	leases := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return leases.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return leases.Watch(ctx, o)
-		},
-	}
-	// lacking maps each node to what its Lease lacks ("" once it is held and renewed). Like states
-	// in WaitNodesReady, it is touched only by UntilWithSync's callbacks, one after the other.
-	lacking := map[string]string{}
-	for _, n := range nodes {
-		lacking[n] = "no Lease"
-	}
-	observe := func(l *coordinationv1.Lease, gone bool) {
-		if _, ok := lacking[l.Name]; !ok {
-			return
+	// Each Lease's verdict is what it lacks ("" once it is held and renewed); a node without one
+	// lacks a Lease.
+	lacking := func(leases map[string]string, node string) string {
+		if why, ok := leases[node]; ok {
+			return why
 		}
-		if gone {
-			lacking[l.Name] = "no Lease"
-		} else {
-			lacking[l.Name] = leaseState(l, time.Now())
-		}
+		return "no Lease"
 	}
-	enough := func() bool {
+	leases, err := nodewatch.Leases(ctx, cs, func(l *coordinationv1.Lease) string {
+		return leaseState(l, time.Now())
+	}, func(leases map[string]string) bool {
 		up := 0
-		for _, why := range lacking {
-			if why == "" {
+		for _, n := range nodes {
+			if lacking(leases, n) == "" {
 				up++
 			}
 		}
 		return up >= want
-	}
-	_, err := watchtools.UntilWithSync(ctx, cache.ToListWatcherWithWatchListSemantics(lw, cs), &coordinationv1.Lease{},
-		func(store cache.Store) (bool, error) {
-			for _, obj := range store.List() {
-				if l, ok := obj.(*coordinationv1.Lease); ok {
-					observe(l, false)
-				}
-			}
-			return enough(), nil
-		},
-		func(ev watch.Event) (bool, error) {
-			if l, ok := ev.Object.(*coordinationv1.Lease); ok {
-				observe(l, ev.Type == watch.Deleted)
-			}
-			return enough(), nil
-		},
-	)
+	})
 	if err == nil {
 		return nil
 	}
 	if ctx.Err() == nil {
 		return fmt.Errorf("kwok: wait for node leases: %w", err)
 	}
-	return noLeaseError(lacking, want, timeout, ctx.Err())
+	byNode := make(map[string]string, len(nodes))
+	for _, n := range nodes {
+		byNode[n] = lacking(leases, n)
+	}
+	return noLeaseError(byNode, want, timeout, ctx.Err())
 }
 
 func noLeaseError(lacking map[string]string, want int, timeout time.Duration, cause error) error {

@@ -23,16 +23,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/fakegpu/plugin"
+	"github.com/gangbench/gangbench/internal/nodewatch"
 )
 
 const (
@@ -216,69 +214,24 @@ func WaitAllocatable(ctx context.Context, cs kubernetes.Interface, selector stri
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = selector
-			return cs.CoreV1().Nodes().List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = selector
-			return cs.CoreV1().Nodes().Watch(ctx, o)
-		},
-	}
-	// reports maps node name → what it reports ("" when it matches). Only the callbacks touch it,
-	// which UntilWithSync runs one after the other on this goroutine, and it is read after that.
-	reports := map[string]string{}
-	observe := func(n *corev1.Node) {
-		// Filter here too: a watch (the fake clientset's, for one) may not apply the label selector.
-		if !sel.Matches(labels.Set(n.Labels)) {
-			delete(reports, n.Name)
-			return
-		}
+	// Each node's verdict is what it reports ("" when it matches).
+	reports, err := nodewatch.Until(ctx, cs, sel, func(n *corev1.Node) string {
 		q, ok := n.Status.Allocatable[resource]
 		switch {
 		case !ok:
-			reports[n.Name] = "no " + string(resource)
+			return "no " + string(resource)
 		case q.Value() != want:
-			reports[n.Name] = q.String()
-		default:
-			reports[n.Name] = ""
+			return q.String()
 		}
-	}
-	done := func() bool {
+		return ""
+	}, func(reports map[string]string) bool {
 		for _, r := range reports {
 			if r != "" {
 				return false
 			}
 		}
 		return len(reports) > 0
-	}
-	_, err = watchtools.UntilWithSync(ctx,
-		// Tell the reflector whether cs supports watch-list (the fake clientset does not), instead of
-		// letting it wait for a bookmark that never comes.
-		cache.ToListWatcherWithWatchListSemantics(lw, cs),
-		&corev1.Node{},
-		func(store cache.Store) (bool, error) {
-			for _, obj := range store.List() {
-				if n, ok := obj.(*corev1.Node); ok {
-					observe(n)
-				}
-			}
-			return done(), nil
-		},
-		func(ev watch.Event) (bool, error) {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok {
-				return false, nil // bookmarks; the informer behind UntilWithSync re-lists by itself
-			}
-			if ev.Type == watch.Deleted {
-				delete(reports, n.Name)
-			} else {
-				observe(n)
-			}
-			return done(), nil
-		},
-	)
+	})
 	if err == nil {
 		return nil
 	}

@@ -5,7 +5,6 @@
 package image
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -16,13 +15,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/gangbench/gangbench/internal/binimage"
 )
 
 const (
@@ -38,10 +35,6 @@ const (
 	// outputTail bounds how much of a failed build's output an error carries.
 	outputTail = 4 << 10
 )
-
-// epoch is the fixed time used for the config, the history and the file's mtime, so that the
-// digest depends on the binary alone (the SOURCE_DATE_EPOCH=0 convention ko uses too).
-func epoch() time.Time { return time.Unix(0, 0).UTC() }
 
 // BuildBinary compiles the device plugin from the module at moduleRoot into out: static
 // (CGO_ENABLED=0) for linux on this machine's architecture, which is what kind's nodes run, and
@@ -81,7 +74,8 @@ func quoteArgs(argv []string) []string {
 }
 
 // Image returns the image for the binary at binaryPath: one layer holding BinaryPath (mode 0755),
-// entrypoint BinaryPath, linux on runtime.GOARCH (BuildBinary's target), everything dated epoch.
+// entrypoint BinaryPath, linux on runtime.GOARCH (BuildBinary's target), everything dated
+// binimage.Epoch.
 //
 // It runs as root (no User): the plugin creates its socket in the hostPath
 // /var/lib/kubelet/device-plugins, which the kubelet owns as root with mode 0750, so a non-root
@@ -95,77 +89,23 @@ func Image(binaryPath string) (v1.Image, error) {
 	if len(bin) == 0 {
 		return nil, fmt.Errorf("image: binary %s is empty", binaryPath)
 	}
-	layerTar, err := singleFileTar(strings.TrimPrefix(BinaryPath, "/"), bin)
-	if err != nil {
-		return nil, err
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar)), nil
+	img, err := binimage.Image(bin, binimage.Spec{
+		Path: BinaryPath,
+		Labels: map[string]string{
+			"org.opencontainers.image.title":  "fakegpu-device-plugin",
+			"org.opencontainers.image.source": "https://github.com/gangbench/gangbench",
+		},
+		CreatedBy: "gangbench fakegpu/image: COPY fakegpu-device-plugin " + BinaryPath,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("image: layer: %w", err)
-	}
-	cfg := &v1.ConfigFile{
-		Architecture: runtime.GOARCH,
-		OS:           "linux",
-		Created:      v1.Time{Time: epoch()},
-		RootFS:       v1.RootFS{Type: "layers"},
-		Config: v1.Config{
-			Entrypoint: []string{BinaryPath},
-			WorkingDir: "/",
-			Labels: map[string]string{
-				"org.opencontainers.image.title":  "fakegpu-device-plugin",
-				"org.opencontainers.image.source": "https://github.com/gangbench/gangbench",
-			},
-		},
-	}
-	img, err := mutate.ConfigFile(empty.Image, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("image: config: %w", err)
-	}
-	img, err = mutate.Append(img, mutate.Addendum{
-		Layer: layer,
-		History: v1.History{
-			Created:   v1.Time{Time: epoch()},
-			CreatedBy: "gangbench fakegpu/image: COPY fakegpu-device-plugin " + BinaryPath,
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("image: adding layer: %w", err)
+		return nil, fmt.Errorf("image: %w", err)
 	}
 	return img, nil
 }
 
-// singleFileTar is a tar with one executable file, its header fixed except for the size so the
-// bytes (and so the layer digest) depend only on the content.
-func singleFileTar(path string, content []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	hdr := &tar.Header{
-		Typeflag: tar.TypeReg,
-		Name:     path,
-		Mode:     0o755,
-		Size:     int64(len(content)),
-		ModTime:  epoch(),
-		Format:   tar.FormatUSTAR, // no PAX records, whose content could vary
-	}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return nil, fmt.Errorf("image: tar header: %w", err)
-	}
-	if _, err := tw.Write(content); err != nil {
-		return nil, fmt.Errorf("image: tar: %w", err)
-	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("image: tar: %w", err)
-	}
-	return buf.Bytes(), nil
-}
-
-// WriteArchive writes Image(binaryPath) to w as a docker-archive tarball (manifest.json, config,
-// gzipped layer) tagged ref (DefaultRef if empty), the format `ctr images import` and
-// `docker load` read. It returns the image's manifest digest ("sha256:..."). A runtime that imports
-// the archive rebuilds the manifest and may record a different manifest digest; the config digest
-// (the image ID crictl shows, Image's ConfigName) is the same everywhere.
+// WriteArchive writes Image(binaryPath) to w as a docker-archive tarball tagged ref (DefaultRef if
+// empty), the format `ctr images import` and `docker load` read, and returns the image's manifest
+// digest (see binimage.WriteArchive for which digest a runtime shows).
 func WriteArchive(w io.Writer, binaryPath, ref string) (digest string, err error) {
 	if ref == "" {
 		ref = DefaultRef
@@ -178,14 +118,11 @@ func WriteArchive(w io.Writer, binaryPath, ref string) (digest string, err error
 	if err != nil {
 		return "", err
 	}
-	d, err := img.Digest()
+	d, err := binimage.WriteArchive(w, tag, img)
 	if err != nil {
-		return "", fmt.Errorf("image: digest: %w", err)
+		return "", fmt.Errorf("image: %w", err)
 	}
-	if err := tarball.Write(tag, img, w); err != nil {
-		return "", fmt.Errorf("image: writing archive for %s: %w", ref, err)
-	}
-	return d.String(), nil
+	return d, nil
 }
 
 // WriteArchiveFile is WriteArchive to a new file at path, removed again on failure.

@@ -20,6 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/gangbench/gangbench/internal/binimage"
 )
 
 // fakeBinary writes a stand-in for the plugin binary: the image code never runs it.
@@ -43,45 +45,12 @@ func writeArchive(t *testing.T, bin, ref string) (string, string) {
 	return out, digest
 }
 
-// layerFiles reads every entry of img's layers: header and content.
-func layerFiles(t *testing.T, img v1.Image) map[string]struct {
-	hdr  *tar.Header
-	data []byte
-} {
+// layerFiles reads back every entry of img's single layer: header and content.
+func layerFiles(t *testing.T, img v1.Image) map[string]binimage.File {
 	t.Helper()
-	layers, err := img.Layers()
+	files, err := binimage.Files(img)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if len(layers) != 1 {
-		t.Fatalf("%d layers, want 1", len(layers))
-	}
-	rc, err := layers[0].Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = rc.Close() }()
-	files := map[string]struct {
-		hdr  *tar.Header
-		data []byte
-	}{}
-	tr := tar.NewReader(rc)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[hdr.Name] = struct {
-			hdr  *tar.Header
-			data []byte
-		}{hdr, data}
 	}
 	return files
 }
@@ -126,14 +95,14 @@ func TestWriteArchiveLoadsBack(t *testing.T) {
 	if !ok || len(files) != 1 {
 		t.Fatalf("layer holds %v, want only %s", slices.Collect(maps.Keys(files)), BinaryPath)
 	}
-	if f.hdr.Typeflag != tar.TypeReg || f.hdr.FileInfo().Mode().Perm() != 0o755 || f.hdr.Uid != 0 || f.hdr.Gid != 0 {
-		t.Errorf("file header type %c mode %v uid %d gid %d, want regular 0755 root", f.hdr.Typeflag, f.hdr.FileInfo().Mode(), f.hdr.Uid, f.hdr.Gid)
+	if f.Header.Typeflag != tar.TypeReg || f.Header.FileInfo().Mode().Perm() != 0o755 || f.Header.Uid != 0 || f.Header.Gid != 0 {
+		t.Errorf("file header type %c mode %v uid %d gid %d, want regular 0755 root", f.Header.Typeflag, f.Header.FileInfo().Mode(), f.Header.Uid, f.Header.Gid)
 	}
-	if !f.hdr.ModTime.Equal(time.Unix(0, 0)) {
-		t.Errorf("mtime %s, want the fixed epoch", f.hdr.ModTime)
+	if !f.Header.ModTime.Equal(time.Unix(0, 0)) {
+		t.Errorf("mtime %s, want the fixed epoch", f.Header.ModTime)
 	}
-	if string(f.data) != "#!fake plugin binary\n" {
-		t.Errorf("file content %q", f.data)
+	if string(f.Data) != "#!fake plugin binary\n" {
+		t.Errorf("file content %q", f.Data)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/gangbench/gangbench/internal/markdown"
 	"github.com/gangbench/gangbench/results/compare"
 )
 
@@ -88,12 +89,12 @@ func WriteCompareMarkdown(w io.Writer, r *compare.Report) error {
 	if r == nil {
 		return errNilReport
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "## gangbench compare: %s\n\n", headline(r))
-	b.WriteString("| | old | new |\n|---|---|---|\n")
+	var md markdown.Writer
+	md.Heading(2, "gangbench compare: "+headline(r))
+	md.Table(markdown.Col(""), markdown.Col("old"), markdown.Col("new"))
 	row := func(k, o, n string) {
 		if o != "" || n != "" {
-			fmt.Fprintf(&b, "| %s | %s | %s |\n", k, mdCell(o), mdCell(n))
+			md.Row(k, oneLine(o), oneLine(n))
 		}
 	}
 	row("label", r.Old.Label, r.New.Label)
@@ -101,77 +102,79 @@ func WriteCompareMarkdown(w io.Writer, r *compare.Report) error {
 	row("scheduler binary", r.Old.SchedulerBinary, r.New.SchedulerBinary)
 	row("Kubernetes", r.Old.KubernetesVersion, r.New.KubernetesVersion)
 	row("runs", fmt.Sprint(r.Old.Runs), fmt.Sprint(r.New.Runs))
-	b.WriteString("\n**" + decisionSummary(r) + "**\n\n")
+	md.Paragraph("**" + decisionSummary(r) + "**")
 	deciding, other, still := splitMetrics(r)
+	var decisions []string
 	for _, m := range deciding {
-		b.WriteString("- " + mdCell(decisionLine(m)) + "\n")
+		decisions = append(decisions, oneLine(decisionLine(m)))
 	}
 	for _, a := range regressedAssertions(r) {
-		b.WriteString("- " + mdCell(assertionLine(a)) + "\n")
+		decisions = append(decisions, oneLine(assertionLine(a)))
 	}
-	b.WriteString("\n" + method(r) + "\n")
+	md.List(decisions...)
+	md.Paragraph(method(r))
 
 	metricRows := func(ms []compare.MetricResult) {
-		b.WriteString("| metric | unit | old | new | ratio [CI] | p | verdict |\n|---|---|---:|---:|---:|---:|---|\n")
+		md.Table(markdown.Col("metric"), markdown.Col("unit"), markdown.Num("old"), markdown.Num("new"),
+			markdown.Num("ratio [CI]"), markdown.Num("p"), markdown.Col("verdict"))
 		for _, m := range ms {
-			v := mdCell(verdictCell(m))
+			v := oneLine(verdictCell(m))
 			if m.Regression && m.Gated {
 				v = "**" + v + "**"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", mdCell(m.DisplayName()), mdCell(m.Unit),
-				summaryCell(m.Old), summaryCell(m.New), ratioCell(m), pCell(m), v)
+			md.Row(oneLine(m.DisplayName()), oneLine(m.Unit), summaryCell(m.Old), summaryCell(m.New), ratioCell(m), pCell(m), v)
 		}
 	}
-	b.WriteString("\n### Performance\n\n")
+	md.Heading(3, "Performance")
 	switch movedMs := append(deciding, other...); {
 	case len(r.Metrics) == 0:
-		b.WriteString("No perf metrics in these runs.\n")
+		md.Paragraph("No perf metrics in these runs.")
 	case len(movedMs) == 0:
-		fmt.Fprintf(&b, "No metric moved significantly.\n")
+		md.Paragraph("No metric moved significantly.")
 	default:
-		fmt.Fprintf(&b, "Metrics that moved (%d):\n\n", len(movedMs))
+		md.Paragraph(fmt.Sprintf("Metrics that moved (%d):", len(movedMs)))
 		metricRows(movedMs)
 	}
 	if len(still) > 0 {
 		// GitHub renders <details> collapsed; a blank line after <summary> lets the table inside render.
-		fmt.Fprintf(&b, "\n<details><summary>%d metrics with no significant change, or not comparable</summary>\n\n", len(still))
+		md.Paragraph(fmt.Sprintf("<details><summary>%d metrics with no significant change, or not comparable</summary>", len(still)))
 		metricRows(still)
-		b.WriteString("\n</details>\n")
+		md.Paragraph("</details>")
 	}
 
-	b.WriteString("\n### Conformance\n\n")
+	md.Heading(3, "Conformance")
 	unchanged := unchangedCount(r)
 	if unchanged < len(r.Assertions) {
-		b.WriteString("| ID | suite | assertion | old | new | change |\n|---|---|---|---|---|---|\n")
+		md.Table(markdown.Col("ID"), markdown.Col("suite"), markdown.Col("assertion"), markdown.Col("old"), markdown.Col("new"), markdown.Col("change"))
 		for _, a := range r.Assertions {
 			if !a.Changed() {
 				continue
 			}
-			c := mdCell(changeCell(a))
+			c := oneLine(changeCell(a))
 			if a.Change == compare.ChangeRegressed {
 				c = "**" + c + "**"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", mdCell(a.ID), mdCell(a.Suite), mdCell(a.Name),
-				verdictsCell(a.Old, a.OldVerdicts), verdictsCell(a.New, a.NewVerdicts), c)
+			md.Row(oneLine(a.ID), oneLine(a.Suite), oneLine(a.Name), verdictsCell(a.Old, a.OldVerdicts), verdictsCell(a.New, a.NewVerdicts), c)
 		}
-		b.WriteString("\n")
 	}
 	switch {
 	case len(r.Assertions) == 0:
-		b.WriteString("No assertions in these runs.\n")
+		md.Paragraph("No assertions in these runs.")
 	case unchanged == len(r.Assertions):
-		fmt.Fprintf(&b, "All %d assertions unchanged.\n", unchanged)
+		md.Paragraph(fmt.Sprintf("All %d assertions unchanged.", unchanged))
 	default:
-		fmt.Fprintf(&b, "%d assertions unchanged.\n", unchanged)
+		md.Paragraph(fmt.Sprintf("%d assertions unchanged.", unchanged))
 	}
 
 	if len(r.Notes) > 0 {
-		b.WriteString("\n### Notes\n\n")
+		md.Heading(3, "Notes")
 	}
-	for _, n := range r.Notes {
-		b.WriteString("- " + mdCell(n) + "\n")
+	notes := make([]string, len(r.Notes))
+	for i, n := range r.Notes {
+		notes[i] = oneLine(n)
 	}
-	_, err := io.WriteString(w, b.String())
+	md.List(notes...)
+	_, err := io.WriteString(w, md.String())
 	return err
 }
 

@@ -186,8 +186,3 @@ func unchangedCount(r *compare.Report) int {
 func oneLine(s string) string {
 	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ", "\t", " ").Replace(results.StripANSI(s))
 }
-
-// mdCell makes s safe in a markdown table cell: one line, no pipes, no HTML.
-func mdCell(s string) string {
-	return strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;").Replace(oneLine(s))
-}

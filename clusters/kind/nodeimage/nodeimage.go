@@ -38,6 +38,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/clusters/kind/enginecli"
 	"github.com/gangbench/gangbench/fakegpu"
 )
 
@@ -68,10 +69,6 @@ const UnprivilegedEnv = "GANGBENCH_UNPRIVILEGED"
 // under ImageRepository and no CoreDNS).
 func IsGangbench(ref string) bool { return strings.HasPrefix(ref, Repository+":") }
 
-// Runner runs a container engine CLI command, writing its stdout to w; the error carries argv and
-// stderr.
-type Runner func(ctx context.Context, w io.Writer, name string, args ...string) error
-
 // Options configure Ensure.
 type Options struct {
 	// KubernetesVersion is what the node runs; "" means k8sbin.DefaultKubernetesVersion.
@@ -84,7 +81,7 @@ type Options struct {
 	// Engine is the container engine CLI the image is loaded into ("docker").
 	Engine string
 	// Run runs the engine CLI.
-	Run Runner
+	Run enginecli.Runner
 	// PluginImage is the fake GPU device plugin image to preload and its reference; nil preloads
 	// none.
 	PluginImage func(ctx context.Context) (v1.Image, string, error)
@@ -602,7 +599,7 @@ func checkKubeadmImages(refs []string, comps []component) error {
 // Prune removes every node image gangbench built from the engine (only images under Repository)
 // and the node image cache; the binaries and the root filesystem stay cached. It returns what it
 // removed.
-func Prune(ctx context.Context, engine string, run Runner, bins k8sbin.Options) ([]string, error) {
+func Prune(ctx context.Context, engine string, run enginecli.Runner, bins k8sbin.Options) ([]string, error) {
 	var out bytes.Buffer
 	if err := run(ctx, &out, engine, "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", Repository); err != nil {
 		return nil, fmt.Errorf("list node images in %s: %w", engine, err)

@@ -142,7 +142,7 @@ func TestNodeImageConfig(t *testing.T) {
 	}
 }
 
-// fakeEngine is a Runner that records every command and answers from answer (nil: success).
+// fakeEngine is an enginecli.Runner that records every command and answers from answer (nil: success).
 type fakeEngine struct {
 	calls  []string
 	answer func(w io.Writer, args []string) error

@@ -11,8 +11,6 @@
 package schedimage
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"debug/elf"
@@ -25,15 +23,12 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/gangbench/gangbench/clusters/k8sbin"
+	"github.com/gangbench/gangbench/internal/binimage"
 )
 
 const (
@@ -50,9 +45,6 @@ const (
 	// maxTag is the OCI distribution limit on a tag's length.
 	maxTag = 128
 )
-
-// epoch dates the config, the history and every file, so the digest depends on the binary alone.
-func epoch() time.Time { return time.Unix(0, 0).UTC() }
 
 // Binary is a kube-scheduler binary that passed Inspect: static, for this machine, and a Kubernetes
 // component. Its image is built from it by Image and WriteArchive.
@@ -190,10 +182,11 @@ func RefFor(version, sum string) string {
 	return Repository + ":" + v + "-" + short
 }
 
-// Image returns the image of b: one layer with BinaryPath (mode 0755) and its parent directories,
-// PATH set, linux/runtime.GOARCH, everything dated epoch. It runs as root, as kubeadm's own
-// kube-scheduler image does. The binary is read again and must still have b's hash: the reference
-// was derived from it.
+// Image returns the image of b: one layer with BinaryPath (mode 0755), its parent directories and
+// /tmp (a scratch image has none, and a scheduler fork that writes a profile or a temporary file
+// should not fail for that), PATH set, linux/runtime.GOARCH, everything dated binimage.Epoch. It runs as
+// root, as kubeadm's own kube-scheduler image does. The binary is read again and must still have
+// b's hash: the reference was derived from it.
 func (b *Binary) Image() (v1.Image, error) {
 	bin, err := os.ReadFile(b.Path)
 	if err != nil {
@@ -202,78 +195,27 @@ func (b *Binary) Image() (v1.Image, error) {
 	if sum := sha256.Sum256(bin); hex.EncodeToString(sum[:]) != b.SHA256 {
 		return nil, fmt.Errorf("scheduler binary %s changed since it was inspected (sha256 %s, now %x); start again", b.Path, b.SHA256, sum)
 	}
-	layerTar, err := layerTar(bin)
-	if err != nil {
-		return nil, err
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar)), nil
+	img, err := binimage.Image(bin, binimage.Spec{
+		Path: BinaryPath,
+		Dirs: []binimage.Dir{
+			{Name: "tmp/", Mode: 0o1777},
+			{Name: "usr/", Mode: 0o755},
+			{Name: "usr/local/", Mode: 0o755},
+			{Name: "usr/local/bin/", Mode: 0o755},
+		},
+		Env: []string{PathEnv},
+		Labels: map[string]string{
+			"org.opencontainers.image.title":   "kube-scheduler",
+			"org.opencontainers.image.version": b.Version,
+			"org.opencontainers.image.source":  "https://github.com/gangbench/gangbench",
+			"dev.gangbench.binary.sha256":      b.SHA256,
+		},
+		CreatedBy: "gangbench clusters/kind/schedimage: COPY kube-scheduler " + BinaryPath,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("scheduler image: layer: %w", err)
-	}
-	cfg := &v1.ConfigFile{
-		Architecture: runtime.GOARCH,
-		OS:           "linux",
-		Created:      v1.Time{Time: epoch()},
-		RootFS:       v1.RootFS{Type: "layers"},
-		Config: v1.Config{
-			Entrypoint: []string{BinaryPath},
-			Env:        []string{PathEnv},
-			WorkingDir: "/",
-			Labels: map[string]string{
-				"org.opencontainers.image.title":   "kube-scheduler",
-				"org.opencontainers.image.version": b.Version,
-				"org.opencontainers.image.source":  "https://github.com/gangbench/gangbench",
-				"dev.gangbench.binary.sha256":      b.SHA256,
-			},
-		},
-	}
-	img, err := mutate.ConfigFile(empty.Image, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("scheduler image: config: %w", err)
-	}
-	img, err = mutate.Append(img, mutate.Addendum{
-		Layer: layer,
-		History: v1.History{
-			Created:   v1.Time{Time: epoch()},
-			CreatedBy: "gangbench clusters/kind/schedimage: COPY kube-scheduler " + BinaryPath,
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("scheduler image: adding layer: %w", err)
+		return nil, fmt.Errorf("scheduler image: %w", err)
 	}
 	return img, nil
-}
-
-// layerTar is the layer: the directories down to the binary and /tmp (a scratch image has none,
-// and a scheduler fork that writes a profile or a temporary file should not fail for that), then
-// the binary. Headers are fixed but for the size, so the bytes depend on the binary alone.
-func layerTar(bin []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.Grow(len(bin) + 8<<10)
-	tw := tar.NewWriter(&buf)
-	entries := []*tar.Header{
-		{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777},
-		{Typeflag: tar.TypeDir, Name: "usr/", Mode: 0o755},
-		{Typeflag: tar.TypeDir, Name: "usr/local/", Mode: 0o755},
-		{Typeflag: tar.TypeDir, Name: "usr/local/bin/", Mode: 0o755},
-		{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(BinaryPath, "/"), Mode: 0o755, Size: int64(len(bin))},
-	}
-	for _, h := range entries {
-		h.ModTime = epoch()
-		h.Format = tar.FormatUSTAR // no PAX records, whose content could vary
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, fmt.Errorf("scheduler image: tar header %s: %w", h.Name, err)
-		}
-	}
-	if _, err := tw.Write(bin); err != nil {
-		return nil, fmt.Errorf("scheduler image: tar: %w", err)
-	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("scheduler image: tar: %w", err)
-	}
-	return buf.Bytes(), nil
 }
 
 // WriteArchive writes b's image to w as a docker-archive tarball tagged b.Ref, the format
@@ -288,12 +230,9 @@ func (b *Binary) WriteArchive(w io.Writer) (digest string, err error) {
 	if err != nil {
 		return "", err
 	}
-	d, err := img.Digest()
+	d, err := binimage.WriteArchive(w, tag, img)
 	if err != nil {
-		return "", fmt.Errorf("scheduler image: digest: %w", err)
+		return "", fmt.Errorf("scheduler image: %w", err)
 	}
-	if err := tarball.Write(tag, img, w); err != nil {
-		return "", fmt.Errorf("scheduler image: writing archive of %s: %w", b.Ref, err)
-	}
-	return d.String(), nil
+	return d, nil
 }

@@ -8,7 +8,6 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"io"
 	"maps"
 	"os"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/gangbench/gangbench/clusters/kind/schedimage"
 	"github.com/gangbench/gangbench/clusters/kind/schedimage/schedimagetest"
+	"github.com/gangbench/gangbench/internal/binimage"
 )
 
 func inspect(t *testing.T, path string) *schedimage.Binary {
@@ -61,41 +61,14 @@ func readArchive(t *testing.T, data []byte, ref string) v1.Image {
 	return img
 }
 
-type entry struct {
-	hdr  *tar.Header
-	data []byte
-}
-
-func layerEntries(t *testing.T, img v1.Image) map[string]entry {
+// layerEntries reads back every entry of img's single layer.
+func layerEntries(t *testing.T, img v1.Image) map[string]binimage.File {
 	t.Helper()
-	layers, err := img.Layers()
+	files, err := binimage.Files(img)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(layers) != 1 {
-		t.Fatalf("%d layers, want 1", len(layers))
-	}
-	rc, err := layers[0].Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	out := map[string]entry{}
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[h.Name] = entry{h, data}
-	}
+	return files
 }
 
 func TestImageOfStaticBinary(t *testing.T) {
@@ -123,11 +96,11 @@ func TestImageOfStaticBinary(t *testing.T) {
 	if !ok {
 		t.Fatalf("layer lacks usr/local/bin/kube-scheduler: %v", slices.Sorted(maps.Keys(files)))
 	}
-	if kb.hdr.Typeflag != tar.TypeReg || kb.hdr.Mode != 0o755 || !bytes.Equal(kb.data, content) || kb.hdr.ModTime.Unix() != 0 || kb.hdr.Uid != 0 {
-		t.Errorf("binary entry: type %c mode %o mtime %s uid %d, content equal %v", kb.hdr.Typeflag, kb.hdr.Mode, kb.hdr.ModTime, kb.hdr.Uid, bytes.Equal(kb.data, content))
+	if kb.Header.Typeflag != tar.TypeReg || kb.Header.Mode != 0o755 || !bytes.Equal(kb.Data, content) || kb.Header.ModTime.Unix() != 0 || kb.Header.Uid != 0 {
+		t.Errorf("binary entry: type %c mode %o mtime %s uid %d, content equal %v", kb.Header.Typeflag, kb.Header.Mode, kb.Header.ModTime, kb.Header.Uid, bytes.Equal(kb.Data, content))
 	}
 	for _, dir := range []string{"usr/", "usr/local/", "usr/local/bin/", "tmp/"} {
-		if e, ok := files[dir]; !ok || e.hdr.Typeflag != tar.TypeDir {
+		if e, ok := files[dir]; !ok || e.Header.Typeflag != tar.TypeDir {
 			t.Errorf("layer lacks directory %s", dir)
 		}
 	}
