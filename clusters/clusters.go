@@ -57,10 +57,17 @@ var ErrNotFound = errors.New("cluster not found")
 type Spec struct {
 	// Name identifies the cluster for list/delete/kubeconfig; empty means "gangbench".
 	Name string `json:"name,omitempty"`
-	// Nodes is the number of GPU worker nodes (simulated by kwok on the local provider).
+	// NodeGroups are the cluster's nodes: how many, real kubelets or simulated, their GPUs and how
+	// those are published, labels and taints. Empty means the shorthand Nodes and GPU (see Groups).
+	NodeGroups []NodeGroup `json:"nodeGroups,omitempty"`
+	// Nodes is shorthand for one group of Nodes GPU nodes of the provider's default kind (simulated
+	// by kwok on the local provider, real kubelets on kind); give it or NodeGroups, not both.
 	Nodes int `json:"nodes,omitempty"`
-	// GPU describes each node's fake GPUs.
-	GPU fakegpu.Inventory `json:"gpu"`
+	// GPU describes each node's fake GPUs in the Nodes shorthand.
+	GPU fakegpu.Inventory `json:"gpu,omitzero"`
+	// Images are the node, scheduler and device plugin images, for providers whose nodes are
+	// containers (Capabilities.Images).
+	Images Images `json:"images,omitzero"`
 	// KubernetesVersion of the control plane, e.g. "v1.37.2".
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 	// FeatureGates are set on every Kubernetes component, over the defaults (GangFeatureGates).
@@ -128,6 +135,11 @@ type Info struct {
 type Provider interface {
 	// Name is the provider's name as users type it ("local", "kind", "existing").
 	Name() string
+	// Capabilities say what the provider's clusters can do; callers decide on them, not on Name.
+	Capabilities() Capabilities
+	// Validate checks a spec with the rules Create applies, before anything is built or started,
+	// so a caller that hands the spec on (to another process) refuses a bad one early.
+	Validate(spec Spec) error
 	// Create starts a cluster and returns once it is ready to schedule pods on Nodes GPU nodes.
 	Create(ctx context.Context, spec Spec) (*Cluster, error)
 	// Get returns the handle of a cluster created earlier, possibly by another process.

@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/gangbench/gangbench/internal/poll"
 	"github.com/gangbench/gangbench/scenarios"
 	"github.com/gangbench/gangbench/scenarios/gangapi"
 )
@@ -180,33 +180,8 @@ func (r *runner) workerGPUs(ctx context.Context) (int64, error) {
 
 // poll calls cond every 200 ms until it holds or the run's timeout passes; the error says what was
 // awaited and what was last seen.
-func (r *runner) poll(ctx context.Context, what string, cond func(context.Context) (bool, string, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, r.o.Timeout)
-	defer cancel()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	var last string
-	var lastErr error
-	for {
-		ok, seen, err := cond(ctx)
-		if ok && err == nil {
-			return nil
-		}
-		if err == nil {
-			last = seen
-		} else {
-			lastErr = err
-		}
-		select {
-		case <-ctx.Done():
-			msg := fmt.Sprintf("timed out after %s waiting for %s; last seen: %s", r.o.Timeout, what, last)
-			if lastErr != nil {
-				msg += fmt.Sprintf(" (last error: %v)", lastErr)
-			}
-			return errors.New(msg)
-		case <-tick.C:
-		}
-	}
+func (r *runner) poll(ctx context.Context, what string, cond poll.Cond) error {
+	return poll.Until(ctx, what, 200*time.Millisecond, r.o.Timeout, cond)
 }
 
 // apply creates a manifest's objects in order, as `kubectl apply -f` does, printing kubectl's

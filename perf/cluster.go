@@ -2,9 +2,9 @@ package perf
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -18,7 +18,7 @@ import (
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/kwok"
-	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/clusters/request"
 	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/perf/scenario"
 )
@@ -55,49 +55,86 @@ type ClusterSource interface {
 	Persistent() bool
 }
 
-// LocalSource creates local-provider clusters, one per shape.
-type LocalSource struct {
-	Provider *local.Provider
-	// Base is the spec every cluster starts from (name, version, gates, scheduler binary, and the
-	// user's --scheduler-arg overrides, which win over a scenario's scheduler settings).
+// DefaultRealWorkers is the number of real-kubelet GPU nodes a ProviderSource gives each cluster
+// on a provider with real kubelets when not told: enough for a kubelet fault on one node while
+// another keeps serving, few enough for one machine.
+const DefaultRealWorkers = request.DefaultRealWorkers
+
+// ProviderSource creates one cluster per shape with one provider, built by the caller through the
+// one constructor (request.Factory). On a provider with real kubelets, Workers of a shape's nodes
+// run them (with the fake GPU device plugin) and the rest are simulated by kwok, because hundreds
+// of node containers do not fit on one machine; that is what kubelet faults need. Elsewhere every
+// node is simulated.
+type ProviderSource struct {
+	Provider clusters.Provider
+	// Base is the spec every cluster starts from (name, version, gates, images, scheduler binary,
+	// and the user's --scheduler-arg overrides, which win over a scenario's scheduler settings).
+	// Its node shape is replaced by each scenario's.
 	Base clusters.Spec
-	// StateDir is the provider's state directory; it is where the progress display finds the
-	// kubeconfig of a cluster still being created. Empty disables node progress.
-	StateDir string
+	// Workers is the number of real-kubelet nodes per shape, at most the shape's nodes; 0 means
+	// DefaultRealWorkers. Unused on a provider without real kubelets.
+	Workers int
 }
 
-var _ ClusterSource = (*LocalSource)(nil)
+var _ ClusterSource = (*ProviderSource)(nil)
+
+// Capabilities implements sourceCapabilities: faults are checked against them before any cluster.
+func (s *ProviderSource) Capabilities() clusters.Capabilities { return s.Provider.Capabilities() }
 
 // Persistent implements ClusterSource.
-func (s *LocalSource) Persistent() bool { return false }
+func (s *ProviderSource) Persistent() bool { return false }
 
-// SchedulerArgs are the scheduler flags a shape sets, under the user's overrides.
-func (s *LocalSource) schedulerArgs(shape Shape) map[string]string {
+// schedulerArgs are the scheduler flags a shape sets, under the user's overrides.
+func (s *ProviderSource) schedulerArgs(shape Shape) map[string]string {
 	args := map[string]string{"kube-api-qps": strconv.Itoa(shape.KubeAPIQPS), "kube-api-burst": strconv.Itoa(shape.KubeAPIBurst)}
 	maps.Copy(args, s.Base.ExtraArgs[clusters.Scheduler])
 	return args
 }
 
-// Create implements ClusterSource.
-func (s *LocalSource) Create(ctx context.Context, shape Shape, nodes func(int)) (*clusters.Cluster, ClusterInfo, error) {
+// Spec is the spec of the cluster for a shape, and what the record says about it.
+func (s *ProviderSource) Spec(shape Shape) (clusters.Spec, ClusterInfo) {
+	caps := s.Provider.Capabilities()
 	spec := s.Base
-	spec.Nodes = shape.Nodes
-	spec.GPU = fakegpu.Inventory{Count: shape.GPUsPerNode, Product: shape.Product}
+	inv := fakegpu.Inventory{Count: shape.GPUsPerNode, Product: shape.Product}
+	spec.Nodes, spec.GPU, spec.NodeGroups = shape.Nodes, inv, nil
 	spec.ExtraArgs = map[clusters.Component]map[string]string{}
 	for c, a := range s.Base.ExtraArgs {
 		spec.ExtraArgs[c] = maps.Clone(a)
 	}
 	sargs := s.schedulerArgs(shape)
 	spec.ExtraArgs[clusters.Scheduler] = sargs
-	if spec.ReadyTimeout == 0 {
-		// Node creation is ~40 nodes/s on 2 cores; a fixed 3 minutes would fail 10 000 nodes.
-		spec.ReadyTimeout = 3*time.Minute + time.Duration(shape.Nodes)*20*time.Millisecond
-	}
 	info := ClusterInfo{SchedulerQPS: sargs["kube-api-qps"], SchedulerBurst: sargs["kube-api-burst"]}
-	if nodes != nil && s.StateDir != "" {
+	// Node creation is ~40 nodes/s on 2 cores; a fixed 3 minutes would fail 10 000 nodes.
+	timeout := 3*time.Minute + time.Duration(shape.Nodes)*20*time.Millisecond
+	if caps.RealKubelets {
+		workers := s.Workers
+		if workers <= 0 {
+			workers = DefaultRealWorkers
+		}
+		workers = max(1, min(workers, shape.Nodes))
+		spec.Nodes, spec.GPU = 0, fakegpu.Inventory{}
+		spec.NodeGroups = []clusters.NodeGroup{{Count: workers, Kubelet: clusters.RealKubelets, GPUs: &clusters.GroupGPUs{Inventory: inv}}}
+		if shape.Nodes > workers {
+			spec.NodeGroups = append(spec.NodeGroups, clusters.NodeGroup{Count: shape.Nodes - workers, Kubelet: clusters.SimulatedNodes, GPUs: &clusters.GroupGPUs{Inventory: inv}})
+		}
+		info.Notes = append(info.Notes, fmt.Sprintf("%s: %d worker node(s) with real kubelets and the fake GPU device plugin, %d kwok node(s)", caps.Provider, workers, shape.Nodes-workers))
+		// Node containers take a few minutes on a cold machine; the kwok nodes then go as fast as
+		// on a provider without real kubelets.
+		timeout = 5*time.Minute + time.Duration(shape.Nodes)*20*time.Millisecond
+	}
+	if spec.ReadyTimeout == 0 {
+		spec.ReadyTimeout = timeout
+	}
+	return spec, info
+}
+
+// Create implements ClusterSource.
+func (s *ProviderSource) Create(ctx context.Context, shape Shape, nodes func(int)) (*clusters.Cluster, ClusterInfo, error) {
+	spec, info := s.Spec(shape)
+	if ek, ok := s.Provider.(clusters.EarlyKubeconfig); ok && nodes != nil {
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		go watchNodes(wctx, filepath.Join(s.StateDir, spec.Name, "kubeconfig-admin"), nodes)
+		go watchNodes(wctx, ek.EarlyKubeconfig(spec.Name), nodes)
 	}
 	cl, err := s.Provider.Create(ctx, spec)
 	if err != nil {
@@ -109,9 +146,9 @@ func (s *LocalSource) Create(ctx context.Context, shape Shape, nodes func(int)) 
 	return cl, info, nil
 }
 
-// watchNodes reports the number of simulated nodes while a local cluster is created. The provider
-// offers no progress hook, but it writes the admin kubeconfig before it starts the apiserver, so
-// this waits for the file and the apiserver (polling every 300 ms, for display only) and then
+// watchNodes reports the number of simulated nodes while a cluster is created. The provider offers
+// no progress hook, but it writes the admin kubeconfig before it starts the apiserver
+// (clusters.EarlyKubeconfig), so this waits for the file and the apiserver (polling every 300 ms, for display only) and then
 // counts nodes on one watch. It gives up silently: a missing bar is not worth failing a run for.
 func watchNodes(ctx context.Context, kubeconfig string, report func(int)) {
 	tick := time.NewTicker(300 * time.Millisecond)

@@ -46,7 +46,7 @@ func TestIntegrationFault(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			src := localSource(t, "perf-fault")
+			src, stateDir := localSourceIn(t, "perf-fault")
 			runDir := t.TempDir()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
@@ -101,7 +101,7 @@ func TestIntegrationFault(t *testing.T) {
 			if !strings.Contains(b.String(), "\nfaults\n  smoke#1 "+fault) {
 				t.Errorf("report lacks the fault line:\n%s", b.String())
 			}
-			if ents, _ := os.ReadDir(src.StateDir); len(ents) != 0 {
+			if ents, _ := os.ReadDir(stateDir); len(ents) != 0 {
 				t.Errorf("cluster state left behind: %v", ents)
 			}
 		})

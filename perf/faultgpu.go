@@ -14,9 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gangbench/gangbench/clusters"
-	"github.com/gangbench/gangbench/clusters/existing"
-	"github.com/gangbench/gangbench/clusters/kind"
-	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf/measure"
@@ -58,22 +55,25 @@ func faultObjectives(faults []Fault) []slo.Objective {
 	return objs
 }
 
-// sourceProvider is implemented by the ClusterSources that know their provider before any cluster
-// exists, so faults it cannot inject are refused up front.
-type sourceProvider interface{ ProviderName() string }
+// sourceCapabilities is implemented by the ClusterSources that know their provider's capabilities
+// before any cluster exists, so faults it cannot inject are refused up front.
+type sourceCapabilities interface {
+	Capabilities() clusters.Capabilities
+}
 
-// ProviderName implements sourceProvider.
-func (s *LocalSource) ProviderName() string { return local.ProviderName }
-
-// ProviderName implements sourceProvider.
-func (s *ExistingSource) ProviderName() string { return existing.ProviderName }
+// Capabilities implements sourceCapabilities: a cluster gangbench did not create (or one it did,
+// reached through --kubeconfig) is not gangbench's to break, so it can do nothing; its messages
+// call it what the user chose, --kubeconfig's existing provider.
+func (s *ExistingSource) Capabilities() clusters.Capabilities {
+	return clusters.Capabilities{Provider: "existing"}
+}
 
 // CheckFaults refuses, before any cluster starts, faults the provider cannot inject and GPU faults
 // larger than a scenario's nodes. Every error names the fault and the provider.
-func CheckFaults(faults []Fault, provider string, scs []*scenario.Scenario) error {
+func CheckFaults(faults []Fault, caps clusters.Capabilities, scs []*scenario.Scenario) error {
 	var errs []error
 	for _, f := range faults {
-		if err := faultSupported(provider, f); err != nil {
+		if err := faultSupported(caps, f); err != nil {
 			errs = append(errs, fmt.Errorf("fault %s: %w", f.Spec, err))
 			continue
 		}
@@ -94,23 +94,41 @@ func CheckFaults(faults []Fault, provider string, scs []*scenario.Scenario) erro
 
 // faultSupported says whether the provider's clusters can take the fault: what its
 // ComponentControl stops and starts, and whether it has a GPUControl.
-func faultSupported(provider string, f Fault) error {
-	switch provider {
-	case local.ProviderName:
-		if f.IsKubelet() {
-			return fmt.Errorf("the %s provider has no kubelets (kwok simulates its nodes); kubelet faults need --provider kind", provider)
+func faultSupported(caps clusters.Capabilities, f Fault) error {
+	p := caps.Provider
+	switch {
+	case !caps.Creates:
+		return fmt.Errorf("the %s provider (--kubeconfig) runs on a cluster gangbench did not create: its components and nodes are not gangbench's to break: %w", p, ErrFaultsNeedControl)
+	case f.IsKubelet() && !caps.RealKubelets:
+		// --provider kind is the user's way to real kubelets today; the hint names it.
+		return fmt.Errorf("the %s provider has no kubelets (kwok simulates its nodes); kubelet faults need --provider kind", p)
+	case f.Component == FaultGPU:
+		if !caps.GPUFaults {
+			return fmt.Errorf("the %s provider cannot change its GPUs' health: %w", p, ErrFaultsNeedControl)
 		}
 		return nil
-	case kind.ProviderName:
-		switch {
-		case f.IsKubelet(), f.Component == FaultGPU, f.Component == clusters.Scheduler, f.Component == clusters.ControllerManager:
-			return nil
-		}
-		return fmt.Errorf("the %s provider cannot stop and start %s (it can: kube-scheduler and kube-controller-manager, its static pods; kubelet and kubelet/NODE; gpu-unhealthy)", provider, f.Component)
-	case existing.ProviderName:
-		return fmt.Errorf("the %s provider (--kubeconfig) runs on a cluster gangbench did not create: its components and nodes are not gangbench's to break: %w", provider, ErrFaultsNeedControl)
+	case len(caps.ComponentControl) == 0:
+		return fmt.Errorf("the %s provider cannot inject faults: %w", p, ErrFaultsNeedControl)
+	case !caps.CanControl(f.Component):
+		return fmt.Errorf("the %s provider cannot stop and start %s (it can: %s)", p, f.Component, controllable(caps))
 	}
-	return fmt.Errorf("the %s provider cannot inject faults: %w", provider, ErrFaultsNeedControl)
+	return nil
+}
+
+// controllable lists what a provider's faults can reach, as the fault forms name them.
+func controllable(caps clusters.Capabilities) string {
+	var out []string
+	for _, c := range caps.ComponentControl {
+		if c == clusters.Kubelet {
+			out = append(out, "kubelet and kubelet/NODE")
+			continue
+		}
+		out = append(out, string(c))
+	}
+	if caps.GPUFaults {
+		out = append(out, "gpu-unhealthy")
+	}
+	return strings.Join(out, "; ")
 }
 
 // faultsPossible checks a cluster handle against the faults: component faults need its

@@ -20,6 +20,7 @@ import (
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/kwok"
+	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf/measure"
@@ -63,7 +64,7 @@ func TestCheckFaults(t *testing.T) {
 		{"local", "gpu-unhealthy:5@50%", []string{"gpu-unhealthy:5@50%", "5 unhealthy GPUs per node", "scenario tiny has 4"}},
 		{"kind", "gpu-unhealthy:1x3@50%", []string{"gpu-unhealthy:1x3@50%", "GPUs on 3 nodes", "scenario tiny has 2 nodes"}},
 	} {
-		err := CheckFaults([]Fault{mustFault(t, tc.fault)}, tc.provider, scs)
+		err := CheckFaults([]Fault{mustFault(t, tc.fault)}, capsOf(tc.provider), scs)
 		if len(tc.want) == 0 {
 			if err != nil {
 				t.Errorf("%s on %s refused: %v", tc.fault, tc.provider, err)
@@ -80,17 +81,28 @@ func TestCheckFaults(t *testing.T) {
 			}
 		}
 	}
-	err := CheckFaults([]Fault{mustFault(t, "kubelet-restart@1s"), mustFault(t, "scheduler-kill@1s"), mustFault(t, "apiserver-restart@1s")}, "kind", nil)
+	err := CheckFaults([]Fault{mustFault(t, "kubelet-restart@1s"), mustFault(t, "scheduler-kill@1s"), mustFault(t, "apiserver-restart@1s")}, capsOf("kind"), nil)
 	if err == nil || strings.Contains(err.Error(), "kubelet-restart") || !strings.Contains(err.Error(), "apiserver-restart@1s") {
 		t.Errorf("mixed faults on kind: %v", err)
 	}
 }
 
+// capsOf is the capabilities of the named provider, as the real providers report them.
+func capsOf(provider string) clusters.Capabilities {
+	switch provider {
+	case "local":
+		return (&local.Provider{}).Capabilities()
+	case "kind":
+		return (&kind.Provider{}).Capabilities()
+	}
+	return (&ExistingSource{}).Capabilities()
+}
+
 // refusingSource is a local source that must never be asked for a cluster.
 type refusingSource struct{ t *testing.T }
 
-func (s refusingSource) ProviderName() string { return "local" }
-func (s refusingSource) Persistent() bool     { return false }
+func (s refusingSource) Capabilities() clusters.Capabilities { return capsOf("local") }
+func (s refusingSource) Persistent() bool                    { return false }
 func (s refusingSource) Create(context.Context, Shape, func(int)) (*clusters.Cluster, ClusterInfo, error) {
 	s.t.Error("a cluster was asked for although the fault cannot run on this provider")
 	return nil, ClusterInfo{}, errors.New("no")
@@ -438,48 +450,70 @@ func TestFaultRunKubeletPluginLost(t *testing.T) {
 	}
 }
 
-func TestKindSource(t *testing.T) {
-	var got kind.Options
+// TestProviderSource: on a provider with real kubelets a shape gets Workers real GPU workers (at most
+// its nodes) and the rest as simulated nodes, in the spec the one provider creates; without real
+// kubelets every node is simulated (the Nodes shorthand).
+func TestProviderSource(t *testing.T) {
 	var gotSpec clusters.Spec
-	s := &KindSource{
-		Options: []kind.Option{kind.WithEngine("podman"), kind.WithKwokNodes(99)},
-		Base:    clusters.Spec{Name: "perf-1", ExtraArgs: map[clusters.Component]map[string]string{clusters.Scheduler: {"v": "4"}}},
-		NewProvider: func(opts ...kind.Option) (clusters.Provider, error) {
-			got = kind.Options{}
-			for _, o := range opts {
-				o(&got)
-			}
-			return fakeProvider{spec: &gotSpec}, nil
-		},
+	s := &ProviderSource{
+		Provider: fakeProvider{spec: &gotSpec, caps: capsOf("kind")},
+		Base:     clusters.Spec{Name: "perf-1", ExtraArgs: map[clusters.Component]map[string]string{clusters.Scheduler: {"v": "4"}}},
 	}
-	if s.ProviderName() != kind.ProviderName || s.Persistent() {
-		t.Errorf("provider %s persistent %v", s.ProviderName(), s.Persistent())
+	if s.Capabilities().Provider != kind.ProviderName || s.Persistent() {
+		t.Errorf("provider %s persistent %v", s.Capabilities().Provider, s.Persistent())
 	}
 	cl, info, err := s.Create(context.Background(), Shape{Nodes: 20, GPUsPerNode: 4, KubeAPIQPS: 5000, KubeAPIBurst: 5000}, nil)
 	if err != nil || cl == nil {
 		t.Fatal(err)
 	}
-	if got.Engine != "podman" || got.Workers != DefaultKindWorkers || got.KwokNodes != 18 {
-		t.Errorf("kind options: engine %q workers %d kwok %d; want podman, %d, 18", got.Engine, got.Workers, got.KwokNodes, DefaultKindWorkers)
+	real, sim := groupCounts(gotSpec)
+	if real != DefaultRealWorkers || sim != 18 {
+		t.Errorf("node groups %+v: real %d simulated %d; want %d, 18", gotSpec.NodeGroups, real, sim, DefaultRealWorkers)
 	}
-	if gotSpec.Nodes != 20 || gotSpec.GPU.Count != 4 || gotSpec.ExtraArgs[clusters.Scheduler]["kube-api-qps"] != "5000" || gotSpec.ExtraArgs[clusters.Scheduler]["v"] != "4" || gotSpec.ReadyTimeout <= 0 {
+	if clusters.GPUNodes(gotSpec.Groups()) != 20 || gotSpec.NodeGroups[0].GPUs.Inventory.Count != 4 || gotSpec.ExtraArgs[clusters.Scheduler]["kube-api-qps"] != "5000" || gotSpec.ExtraArgs[clusters.Scheduler]["v"] != "4" || gotSpec.ReadyTimeout <= 0 {
 		t.Errorf("spec %+v", gotSpec)
 	}
 	if info.SchedulerQPS != "5000" || len(info.Notes) != 1 || !strings.Contains(info.Notes[0], "18 kwok node(s)") {
 		t.Errorf("info %+v", info)
 	}
 	s.Workers = 5
-	if _, _, err := s.Create(context.Background(), Shape{Nodes: 3, GPUsPerNode: 8}, nil); err != nil || got.Workers != 3 || got.KwokNodes != 0 {
-		t.Errorf("3 nodes with 5 workers asked: workers %d kwok %d, %v", got.Workers, got.KwokNodes, err)
+	if _, _, err := s.Create(context.Background(), Shape{Nodes: 3, GPUsPerNode: 8}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if real, sim := groupCounts(gotSpec); real != 3 || sim != 0 {
+		t.Errorf("3 nodes with 5 workers asked: real %d simulated %d", real, sim)
+	}
+	s.Provider = fakeProvider{spec: &gotSpec, caps: capsOf("local")}
+	if _, _, err := s.Create(context.Background(), Shape{Nodes: 7, GPUsPerNode: 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if gotSpec.Nodes != 7 || gotSpec.GPU.Count != 2 || len(gotSpec.NodeGroups) != 0 {
+		t.Errorf("without real kubelets: spec %+v", gotSpec)
 	}
 }
 
-type fakeProvider struct{ spec *clusters.Spec }
+func groupCounts(spec clusters.Spec) (real, simulated int) {
+	for _, g := range spec.NodeGroups {
+		if g.Kubelet == clusters.SimulatedNodes {
+			simulated += g.Count
+		} else {
+			real += g.Count
+		}
+	}
+	return real, simulated
+}
 
-func (fakeProvider) Name() string { return kind.ProviderName }
+type fakeProvider struct {
+	spec *clusters.Spec
+	caps clusters.Capabilities
+}
+
+func (p fakeProvider) Name() string                        { return p.caps.Provider }
+func (p fakeProvider) Capabilities() clusters.Capabilities { return p.caps }
+func (fakeProvider) Validate(clusters.Spec) error          { return nil }
 func (p fakeProvider) Create(_ context.Context, spec clusters.Spec) (*clusters.Cluster, error) {
 	*p.spec = spec
-	return &clusters.Cluster{Name: spec.Name, Provider: kind.ProviderName}, nil
+	return &clusters.Cluster{Name: spec.Name, Provider: p.caps.Provider}, nil
 }
 func (fakeProvider) Get(context.Context, string) (*clusters.Cluster, error) { return nil, nil }
 func (fakeProvider) Delete(context.Context, string) error                   { return nil }

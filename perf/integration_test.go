@@ -34,14 +34,21 @@ func skipShort(tb testing.TB) {
 
 // localSource makes clusters in a private state directory, named after the test process so that
 // parallel test binaries never collide.
-func localSource(tb testing.TB, name string) *perf.LocalSource {
+func localSource(tb testing.TB, name string) *perf.ProviderSource {
+	tb.Helper()
+	src, _ := localSourceIn(tb, name)
+	return src
+}
+
+// localSourceIn is localSource and its state directory, for tests that check what is left there.
+func localSourceIn(tb testing.TB, name string) (*perf.ProviderSource, string) {
 	tb.Helper()
 	dir := tb.TempDir()
 	p, err := local.New(local.WithStateDir(dir))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &perf.LocalSource{Provider: p, Base: clusters.Spec{Name: fmt.Sprintf("%s-%d", name, os.Getpid())}, StateDir: dir}
+	return &perf.ProviderSource{Provider: p, Base: clusters.Spec{Name: fmt.Sprintf("%s-%d", name, os.Getpid())}}, dir
 }
 
 func dataItem(t *testing.T, r *results.Run, name string) results.DataItem {
@@ -68,7 +75,7 @@ func TestIntegration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := localSource(t, "perf-it")
+	src, stateDir := localSourceIn(t, "perf-it")
 	perf.EnableCPUProfiling(&src.Base)
 	runDir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -185,7 +192,7 @@ func TestIntegration(t *testing.T) {
 		t.Errorf("events.jsonl: %v", counts)
 	}
 	// Nothing of the cluster may remain.
-	if ents, _ := os.ReadDir(src.StateDir); len(ents) != 0 {
+	if ents, _ := os.ReadDir(stateDir); len(ents) != 0 {
 		t.Errorf("cluster state left behind: %v", ents)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/gangbench/gangbench/clusters"
-	"github.com/gangbench/gangbench/clusters/kind"
 )
 
 // Profiles say how much load runs beside the scheduler during a measurement.
@@ -33,28 +32,29 @@ func Profiles() []string { return []string{ProfileQuiet, ProfileRealistic} }
 // QuietLeaseSeconds is the node lease duration of the quiet profile; kwok renews a quarter of it apart.
 const QuietLeaseSeconds = 3600
 
-// QuietControllers are the controller-manager's controllers in the quiet profile on a provider:
+// QuietControllers are the controller-manager's controllers in the quiet profile on a provider
+// with or without real kubelets (clusters.Capabilities.RealKubelets):
 // service accounts and their tokens (pods are admitted only once their namespace's default account
 // exists), namespace deletion between repetitions, the PodGroup finalizer, pod GC, the node
 // lifecycle and taint eviction (nodes stay honest, and node faults are judged by them), and the root
 // CA config map. Left out everywhere: the disruption controller (no perf scenario has a
-// PodDisruptionBudget) and, on the local provider, the garbage collector (a perf run's objects have
+// PodDisruptionBudget) and, without real kubelets (the local provider), the garbage collector (a perf run's objects have
 // no owner references, and the harness deletes its pods itself). The garbage collector watches
 // every resource type, so it decodes each pod, event and PodGroup of the measured window once more.
-// A kind cluster keeps the collector (its system pods have owners) and needs what a worker needs to
+// A cluster with real kubelets (kind) keeps the collector (its system pods have owners) and needs what a worker needs to
 // join: kubeadm join finds the cluster through the cluster-info config map signed by the bootstrap
 // signer, its kubelet gets its client certificate through a CSR the approving and signing
 // controllers handle, its node then needs a pod CIDR (node IPAM), and the device plugin, CNI and
 // kube-proxy run as DaemonSets. (kubeadm itself runs the controller-manager with
 // "*,bootstrapsigner,tokencleaner"; a controllers flag of ours replaces that.)
-func QuietControllers(provider string) []string {
+func QuietControllers(realKubelets bool) []string {
 	cs := []string{
 		"serviceaccount-controller", "serviceaccount-token-controller", "namespace-controller",
 		"podgroup-protection-controller", "pod-garbage-collector-controller",
 		"node-lifecycle-controller", "taint-eviction-controller",
 		"root-ca-certificate-publisher-controller",
 	}
-	if provider == kind.ProviderName {
+	if realKubelets {
 		cs = append(cs, "garbage-collector-controller",
 			"bootstrap-signer-controller", "certificatesigningrequest-approving-controller", "certificatesigningrequest-signing-controller",
 			"node-ipam-controller", "daemonset-controller")
@@ -63,31 +63,31 @@ func QuietControllers(provider string) []string {
 }
 
 // QuietDisabledAdmission is the apiserver's --disable-admission-plugins in the quiet profile on a
-// provider. Everywhere, as scheduler_perf's apiserver (util.go): TaintNodesByCondition, so a node is
+// provider with or without real kubelets. Everywhere, as scheduler_perf's apiserver (util.go): TaintNodesByCondition, so a node is
 // not tainted not-ready at creation; simulated nodes are created Ready, and removing 5000 taints
-// again is 5000 node writes by the controller-manager before the cluster can schedule. On the local
-// provider also ServiceAccount, as scheduler_perf: no pod there runs a container that could use a
+// again is 5000 node writes by the controller-manager before the cluster can schedule. Without real
+// kubelets (the local provider) also ServiceAccount, as scheduler_perf: no pod there runs a container that could use a
 // token, and the plugin makes every pod larger (a projected token volume and its mount) for the
-// apiserver and etcd to store, encode and send to each watcher. A kind cluster keeps it: its
+// apiserver and etcd to store, encode and send to each watcher. A cluster with real kubelets keeps it: its
 // device plugin, CNI and kube-proxy pods talk to the apiserver with their tokens.
-func QuietDisabledAdmission(provider string) string {
-	if provider == kind.ProviderName {
+func QuietDisabledAdmission(realKubelets bool) string {
+	if realKubelets {
 		return "TaintNodesByCondition"
 	}
 	return "TaintNodesByCondition,ServiceAccount"
 }
 
 // QuietNodeMonitorPeriod is the controller-manager's --node-monitor-period in the quiet profile on
-// the local provider (default 5 s). Every period the node lifecycle controller walks all nodes and
+// a provider without real kubelets (default 5 s). Every period the node lifecycle controller walks all nodes and
 // their leases; at 5000 nodes that was a third of the controller-manager's CPU in a measured window.
 // With leases renewed a quarter of QuietLeaseSeconds apart and a grace period of an hour, a pass a
-// minute loses nothing. Not on kind: a joining worker is NotReady for a moment, and a pass that sees
+// minute loses nothing. Not with real kubelets (kind): a joining worker is NotReady for a moment, and a pass that sees
 // it so taints it NoExecute until the next pass sees it Ready, which would then be a minute later.
 const QuietNodeMonitorPeriod = "1m"
 
-// ApplyProfile sets a cluster spec for a profile on a provider ("local", "kind"). Flags the user
-// gave (spec.ExtraArgs) win.
-func ApplyProfile(spec *clusters.Spec, profile, provider string) error {
+// ApplyProfile sets a cluster spec for a profile on a provider of caps. Flags the user gave
+// (spec.ExtraArgs) win.
+func ApplyProfile(spec *clusters.Spec, profile string, caps clusters.Capabilities) error {
 	switch profile {
 	case ProfileRealistic:
 		return nil
@@ -104,13 +104,13 @@ func ApplyProfile(spec *clusters.Spec, profile, provider string) error {
 	} else {
 		spec.ExtraArgs = maps.Clone(spec.ExtraArgs)
 	}
-	kcm := map[string]string{"controllers": strings.Join(QuietControllers(provider), ",")}
-	if provider != kind.ProviderName {
+	kcm := map[string]string{"controllers": strings.Join(QuietControllers(caps.RealKubelets), ",")}
+	if !caps.RealKubelets {
 		kcm["node-monitor-period"] = QuietNodeMonitorPeriod
 	}
 	for c, args := range map[clusters.Component]map[string]string{
 		clusters.ControllerManager: kcm,
-		clusters.APIServer:         {"disable-admission-plugins": QuietDisabledAdmission(provider)},
+		clusters.APIServer:         {"disable-admission-plugins": QuietDisabledAdmission(caps.RealKubelets)},
 	} {
 		maps.Copy(args, spec.ExtraArgs[c])
 		spec.ExtraArgs[c] = args

@@ -6,12 +6,11 @@ import (
 	"testing"
 
 	"github.com/gangbench/gangbench/clusters"
-	"github.com/gangbench/gangbench/clusters/kind"
 )
 
 func TestApplyProfile(t *testing.T) {
 	var quiet clusters.Spec
-	if err := ApplyProfile(&quiet, ProfileQuiet, "local"); err != nil {
+	if err := ApplyProfile(&quiet, ProfileQuiet, capsOf("local")); err != nil {
 		t.Fatal(err)
 	}
 	kcm := quiet.ExtraArgs[clusters.ControllerManager]
@@ -30,7 +29,7 @@ func TestApplyProfile(t *testing.T) {
 	// A kind worker must be able to join: bootstrap signer, CSR approval and signing, a pod CIDR,
 	// DaemonSets (the device plugin, CNI, kube-proxy).
 	var onKind clusters.Spec
-	if err := ApplyProfile(&onKind, ProfileQuiet, kind.ProviderName); err != nil {
+	if err := ApplyProfile(&onKind, ProfileQuiet, capsOf("kind")); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []string{"bootstrap-signer-controller", "certificatesigningrequest-approving-controller", "certificatesigningrequest-signing-controller", "node-ipam-controller", "daemonset-controller", "garbage-collector-controller"} {
@@ -48,17 +47,17 @@ func TestApplyProfile(t *testing.T) {
 	// A flag the user gave wins, and the caller's map is not changed.
 	user := map[clusters.Component]map[string]string{clusters.ControllerManager: {"controllers": "*"}}
 	mine := clusters.Spec{ExtraArgs: user, NodeLeaseSeconds: 120}
-	if err := ApplyProfile(&mine, ProfileQuiet, "local"); err != nil {
+	if err := ApplyProfile(&mine, ProfileQuiet, capsOf("local")); err != nil {
 		t.Fatal(err)
 	}
 	if mine.ExtraArgs[clusters.ControllerManager]["controllers"] != "*" || mine.NodeLeaseSeconds != 120 {
 		t.Errorf("user settings overridden: %+v", mine)
 	}
 	var real clusters.Spec
-	if err := ApplyProfile(&real, ProfileRealistic, "local"); err != nil || real.NodeLeaseSeconds != 0 || real.ExtraArgs != nil || real.PodsStayPending {
+	if err := ApplyProfile(&real, ProfileRealistic, capsOf("local")); err != nil || real.NodeLeaseSeconds != 0 || real.ExtraArgs != nil || real.PodsStayPending {
 		t.Errorf("realistic changes nothing: %+v %v", real, err)
 	}
-	if err := ApplyProfile(&real, "loud", "local"); err == nil || !strings.Contains(err.Error(), "accepted: quiet, realistic") {
+	if err := ApplyProfile(&real, "loud", capsOf("local")); err == nil || !strings.Contains(err.Error(), "accepted: quiet, realistic") {
 		t.Errorf("unknown profile: %v", err)
 	}
 }

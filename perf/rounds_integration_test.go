@@ -28,7 +28,7 @@ func TestIntegrationRounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := localSource(t, "perf-rounds")
+	src, stateDir := localSourceIn(t, "perf-rounds")
 	runDir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -44,7 +44,7 @@ func TestIntegrationRounds(t *testing.T) {
 	run, err := perf.Run(ctx, perf.Options{Scenarios: []*scenario.Scenario{sc}, Source: src, RunDir: runDir, Rounds: 2, SpeedProbe: probe,
 		BetweenRounds: func(_ context.Context, n int) error {
 			between = append(between, n)
-			if ents, err := os.ReadDir(src.StateDir); err != nil || len(ents) != 0 {
+			if ents, err := os.ReadDir(stateDir); err != nil || len(ents) != 0 {
 				t.Errorf("after round %d the cluster must be gone before anything runs between rounds: %v %v", n, ents, err)
 			}
 			return nil
@@ -121,7 +121,7 @@ func TestIntegrationRounds(t *testing.T) {
 	if len(binds) != 2 || binds[1] != 300 || binds[2] != 300 {
 		t.Errorf("binds in events.jsonl by repetition: %v, want 300 in each of 1 and 2", binds)
 	}
-	if ents, _ := os.ReadDir(src.StateDir); len(ents) != 0 {
+	if ents, _ := os.ReadDir(stateDir); len(ents) != 0 {
 		t.Errorf("cluster state left behind: %v", ents)
 	}
 }

@@ -174,8 +174,8 @@ func (r *runner) note(format string, args ...any) {
 func (r *runner) all(ctx context.Context) error {
 	defer r.closeCluster(ctx)
 	// Faults the provider cannot inject fail here, before any cluster starts.
-	if p, ok := r.o.Source.(sourceProvider); ok && len(r.o.Faults) > 0 {
-		if err := CheckFaults(r.o.Faults, p.ProviderName(), r.o.Scenarios); err != nil {
+	if p, ok := r.o.Source.(sourceCapabilities); ok && len(r.o.Faults) > 0 {
+		if err := CheckFaults(r.o.Faults, p.Capabilities(), r.o.Scenarios); err != nil {
 			return err
 		}
 	}

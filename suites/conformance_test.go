@@ -15,15 +15,18 @@ import (
 	"time"
 
 	"github.com/gangbench/gangbench/clusters"
-	"github.com/gangbench/gangbench/clusters/kind"
+	"github.com/gangbench/gangbench/clusters/existing"
+	"github.com/gangbench/gangbench/clusters/providers"
 	"github.com/gangbench/gangbench/clusters/request"
 	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/suites"
 )
 
 // Flags of the suite binary. `gangbench e2e` passes the cluster as one -cluster-request file (every
-// cluster flag of e2e in it); the individual cluster flags below remain for go test users and the
-// proof tests, and build the same request:
+// cluster flag of e2e in it), read once here and handed to the harness with the one constructor of
+// providers (clusters/providers.New; this file is the test binary's edge, the only one that imports
+// it); the individual cluster flags below remain for go test users and the proof tests, and build
+// the same request:
 //
 //	go test ./suites/ -args -kubeconfig ~/.kube/config
 var (
@@ -87,10 +90,6 @@ func requestOf() (request.Request, error) {
 		return request.Read(*clusterRequest)
 	}
 	spec := clusters.Spec{KubernetesVersion: *k8sVersion, KubeBinDir: *kubeBinDir, SchedulerBinary: *schedulerBin, RuntimeConfig: parseKV(*runtimeConfig)}
-	if *upstreamBin != "" && *provider != kind.ProviderName {
-		// Upstream's preemption specs spread victims over two nodes; lanes are gone by then.
-		spec.Nodes = 2
-	}
 	if g := parseKV(*schedulerGates); len(g) > 0 {
 		gates := map[string]bool{}
 		for k, v := range g {
@@ -104,17 +103,32 @@ func requestOf() (request.Request, error) {
 	}
 	r := request.New(*provider, spec)
 	r.Keep = *keepCluster
-	if *provider == kind.ProviderName {
-		r.KindOptions = &request.KindOptions{Workers: *workers, NodeImage: *nodeImage, SchedulerImage: *schedulerImage}
+	p, err := providers.New(r, request.Env{})
+	if err != nil {
+		return request.Request{}, err
 	}
-	r = suites.ClusterRequest(r, os.Getpid())
-	return r, r.Validate()
+	caps := p.Capabilities()
+	shape := request.FlagShape{Workers: *workers}
+	if *upstreamBin != "" && !caps.RealKubelets {
+		// Upstream's preemption specs spread victims over two nodes; lanes are gone by then.
+		shape.Nodes = 2
+	}
+	if err := shape.ForSuites(caps.RealKubelets).Apply(&r.Spec, caps.RealKubelets); err != nil {
+		return request.Request{}, fmt.Errorf("-workers %d: %w", *workers, err)
+	}
+	r.Spec.Images = clusters.Images{Node: *nodeImage, Scheduler: *schedulerImage}
+	if r, err = suites.ClusterRequest(r, caps, os.Getpid()); err != nil {
+		return request.Request{}, err
+	}
+	return r, p.Validate(r.Spec)
 }
 
 func runMain(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	var req request.Request
+	// A cluster someone else made is reached through the existing provider, as every other one.
+	req := request.New(existing.ProviderName, clusters.Spec{})
+	req.Kubeconfig = *kubeconfig
 	if *kubeconfig == "" {
 		var err error
 		if req, err = requestOf(); err != nil {
@@ -146,7 +160,7 @@ func runMain(m *testing.M) int {
 		os.Exit(130)
 	}()
 	h, err := suites.Start(ctx, suites.Options{
-		Kubeconfig: *kubeconfig, Request: req, RunDir: *runDir, Scale: *scale, Log: os.Stderr,
+		Request: req, NewProvider: providers.New, RunDir: *runDir, Scale: *scale, Log: os.Stderr,
 	})
 	started <- h
 	if err != nil {

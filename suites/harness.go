@@ -20,20 +20,19 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gangbench/gangbench/clusters"
-	"github.com/gangbench/gangbench/clusters/existing"
-	"github.com/gangbench/gangbench/clusters/kind"
-	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/clusters/request"
 	"github.com/gangbench/gangbench/observe/monitor"
 	"github.com/gangbench/gangbench/scenarios"
 )
 
-// Options say which cluster the suites run against. With Kubeconfig empty the harness creates the
-// cluster of Request (ClusterRequest fills what the suites need) and deletes it at the end, unless
-// Request.Keep; a Request.Held cluster is only attached to.
+// Options say which cluster the suites run against: the cluster of Request, built by NewProvider
+// (the one constructor, clusters/providers.New, passed down from the test binary's TestMain). The
+// harness creates it (ClusterRequest fills what the suites need) and deletes it at the end, unless
+// Request.Keep; a Request.Held cluster, or one of a kubeconfig (Request.Kubeconfig), is only
+// attached to.
 type Options struct {
-	Kubeconfig string
-	Request    request.Request
+	Request     request.Request
+	NewProvider request.Factory
 	// RunDir receives monitor.json, cluster.json and failure artifacts; empty means no files.
 	RunDir string
 	Scale  float64
@@ -42,34 +41,41 @@ type Options struct {
 
 // ClusterRequest fills in what the suites need of a cluster that a request leaves open: a name
 // unique to this run (so that two runs, or a user's own cluster, never collide), one shared GPU
-// node on local (suites bring their own lane nodes; it keeps the default pool non-empty), and on
-// kind at least one kwok node, which makes the provider run the kwok controller that simulates the
-// lanes. On kind Spec.Nodes counts every GPU node, workers plus kwok nodes, so with both --nodes
-// and --workers given the kwok nodes are the difference; with neither, kind's default workers (2,
-// which the node fault features borrow as lanes) plus the lanes' kwok node. `gangbench e2e` calls
-// it before writing the request, so the recorded request is the cluster created; the suites binary
+// node where every node is simulated (suites bring their own lane nodes; it keeps the default pool
+// non-empty), and on a provider with real kubelets at least one simulated node, which makes the
+// provider run the kwok controller that simulates the lanes: --nodes then counts both (see
+// request.FlagShape.ForSuites), and with no nodes given the default real workers (2, which the
+// node fault features borrow as lanes) plus the lanes' simulated node. `gangbench e2e` calls it
+// before writing the request, so the recorded request is the cluster created; the suites binary
 // calls it again, which changes nothing then.
-func ClusterRequest(r request.Request, pid int) request.Request {
+func ClusterRequest(r request.Request, caps clusters.Capabilities, pid int) (request.Request, error) {
 	if r.Spec.Name == "" {
 		r.Spec.Name = fmt.Sprintf("e2e-%d", pid)
 	}
-	switch r.Provider {
-	case kind.ProviderName:
-		ko := request.KindOptions{}
-		if r.KindOptions != nil {
-			ko = *r.KindOptions
-		}
-		if ko.KwokNodes == 0 && r.Spec.Nodes > 0 && ko.Workers > 0 {
-			ko.KwokNodes = r.Spec.Nodes - ko.Workers
-		}
-		ko.KwokNodes = max(ko.KwokNodes, 1)
-		r.KindOptions = &ko
-	default:
-		if r.Spec.Nodes == 0 {
+	if !caps.RealKubelets {
+		if len(r.Spec.Groups()) == 0 {
 			r.Spec.Nodes = 1
 		}
+		return r, nil
 	}
-	return r
+	if len(r.Spec.NodeGroups) == 0 {
+		f := request.FlagShape{Nodes: r.Spec.Nodes, GPU: r.Spec.GPU}
+		return r, f.ForSuites(true).Apply(&r.Spec, true)
+	}
+	var gpus *clusters.GroupGPUs
+	for _, g := range r.Spec.NodeGroups {
+		if g.Kubelet == clusters.SimulatedNodes && g.Count > 0 {
+			return r, nil
+		}
+		if gpus == nil && g.GPUs != nil {
+			gpus = g.GPUs
+		}
+	}
+	if gpus == nil {
+		gpus = &clusters.GroupGPUs{}
+	}
+	r.Spec.NodeGroups = append(slices.Clone(r.Spec.NodeGroups), clusters.NodeGroup{Count: 1, Kubelet: clusters.SimulatedNodes, GPUs: gpus})
+	return r, nil
 }
 
 // Harness is one conformance run: a cluster, an e2e-framework environment and the status monitor.
@@ -89,18 +95,7 @@ func Start(ctx context.Context, opts Options) (*Harness, error) {
 		opts.Log = io.Discard
 	}
 	h := &Harness{opts: opts}
-	var cl *clusters.Cluster
-	var err error
-	if opts.Kubeconfig != "" {
-		var info existing.Info
-		cl, info, err = existing.Open(ctx, opts.Kubeconfig, "")
-		if err == nil {
-			fmt.Fprintf(opts.Log, "existing cluster %s: %s; scheduler metrics: %s\n", cl.Name, info.ServerVersion, info.SchedulerMetrics)
-		}
-	} else {
-		cl, err = h.createLocal(ctx)
-		h.owned = err == nil && !opts.Request.Held
-	}
+	cl, err := h.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -160,18 +155,27 @@ func Start(ctx context.Context, opts Options) (*Harness, error) {
 	return h, nil
 }
 
-// createLocal creates the requested cluster, or attaches to a held one: its holder created it to
-// outlive this process (`gangbench e2e --keep-cluster` on local), and its handle's Control asks the
-// holder, so the fault features still run.
-func (h *Harness) createLocal(ctx context.Context) (*clusters.Cluster, error) {
-	req := ClusterRequest(h.opts.Request, os.Getpid())
-	if req.Provider == local.ProviderName && req.Keep && !req.Held {
-		// Its components would die with this process (they are tied to it, so that nothing
-		// outlives a run by accident); only a holder process keeps a local cluster running.
-		return nil, errors.New("keep a local cluster: its processes die with the suites binary; run `gangbench e2e --keep-cluster`, which creates it through a holder process, or `gangbench cluster create` and -kubeconfig")
+// connect creates the requested cluster, or attaches to one: a held one (its holder created it to
+// outlive this process, `gangbench e2e --keep-cluster` on local, and its handle's Control asks the
+// holder, so the fault features still run), or the cluster of a kubeconfig.
+func (h *Harness) connect(ctx context.Context) (*clusters.Cluster, error) {
+	if h.opts.NewProvider == nil {
+		return nil, errors.New("suites: Options.NewProvider is nil (pass clusters/providers.New)")
 	}
-	p, err := req.NewProvider(nil, nil)
+	req := h.opts.Request
+	p, err := h.opts.NewProvider(req, request.Env{})
 	if err != nil {
+		return nil, err
+	}
+	caps := p.Capabilities()
+	if !caps.Creates {
+		cl, err := p.Get(ctx, "")
+		if err == nil {
+			fmt.Fprintf(h.opts.Log, "existing cluster %s: %s; scheduler metrics: %s\n", cl.Name, cl.Versions[clusters.APIServer], orNone(cl.SchedulerMetrics.URL))
+		}
+		return cl, err
+	}
+	if req, err = ClusterRequest(req, caps, os.Getpid()); err != nil {
 		return nil, err
 	}
 	if req.Held {
@@ -181,7 +185,21 @@ func (h *Harness) createLocal(ctx context.Context) (*clusters.Cluster, error) {
 		}
 		return cl, nil
 	}
-	return p.Create(ctx, req.Spec)
+	if req.Keep && caps.NeedsHolder {
+		// Its components would die with this process (they are tied to it, so that nothing
+		// outlives a run by accident); only a holder process keeps such a cluster running.
+		return nil, fmt.Errorf("keep a %s cluster: its processes die with the suites binary; run `gangbench e2e --keep-cluster`, which creates it through a holder process, or `gangbench cluster create` and -kubeconfig", caps.Provider)
+	}
+	cl, err := p.Create(ctx, req.Spec)
+	h.owned = err == nil
+	return cl, err
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none found"
+	}
+	return s
 }
 
 // Run runs the features of the named suites: parallel-safe ones concurrently, then serial ones.

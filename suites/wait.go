@@ -13,6 +13,7 @@ import (
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gangbench/gangbench/internal/poll"
 	"github.com/gangbench/gangbench/scenarios"
 )
 
@@ -34,34 +35,7 @@ func Eventually(ctx context.Context, t testing.TB, timeout time.Duration, what s
 
 // Poll is Eventually returning an error instead of failing a test.
 func Poll(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, string, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	var last string
-	var lastErr error
-	for {
-		ok, state, err := cond(ctx)
-		if ok && err == nil {
-			return nil
-		}
-		// Keep the last state that came back without error: the final call often fails only because
-		// the deadline hit, and "context deadline exceeded" says nothing about what was waited for.
-		if err == nil {
-			last = state
-		} else {
-			lastErr = err
-		}
-		select {
-		case <-ctx.Done():
-			msg := fmt.Sprintf("timed out after %s waiting for %s; last seen: %s", timeout, what, last)
-			if lastErr != nil {
-				msg += fmt.Sprintf(" (last error: %v)", lastErr)
-			}
-			return fmt.Errorf("%s", msg)
-		case <-tick.C:
-		}
-	}
+	return poll.Until(ctx, what, pollInterval, timeout, cond)
 }
 
 // Consistently checks cond for the whole window and fails the test the first time it is false. It

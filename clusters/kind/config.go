@@ -195,6 +195,17 @@ func workerLabels(inv fakegpu.Inventory) map[string]string {
 	return l
 }
 
+// groupLabels are a node group's own labels under ours: ours identify the workers to the device
+// plugin's DaemonSet and the readiness waits, so a group label cannot move a node out of them.
+func groupLabels(group, ours map[string]string) map[string]string {
+	if len(group) == 0 {
+		return ours
+	}
+	l := maps.Clone(group)
+	maps.Copy(l, ours)
+	return l
+}
+
 // configHeader opens the rendered file, so that a config found in a state dir explains itself.
 const configHeader = "# kind cluster config rendered by gangbench (clusters/kind.RenderConfig).\n"
 
@@ -206,7 +217,7 @@ const configHeader = "# kind cluster config rendered by gangbench (clusters/kind
 // o.SchedulerMetricsPort when that is set. The result is checked by decoding it strictly back into
 // v1alpha4.Cluster.
 func RenderConfig(spec clusters.Spec, o Options) ([]byte, error) {
-	pl, err := resolve(spec, o)
+	pl, err := resolve(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -268,10 +279,10 @@ func renderPlan(pl plan, schedulerPort int) ([]byte, error) {
 	// kind names workers in config order (<name>-worker, -worker2, …), so the GPU workers come
 	// first and keep the names they have without plain workers.
 	for range pl.Workers {
-		cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: pl.NodeImage, Labels: workerLabels(pl.GPU)})
+		cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: pl.NodeImage, Labels: groupLabels(pl.WorkerLabels, workerLabels(pl.GPU))})
 	}
 	for range pl.PlainWorkers {
-		cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: pl.NodeImage, Labels: map[string]string{LabelPlainWorker: "true"}})
+		cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: pl.NodeImage, Labels: groupLabels(pl.PlainLabels, map[string]string{LabelPlainWorker: "true"})})
 	}
 	body, err := yaml.Marshal(cfg)
 	if err != nil {

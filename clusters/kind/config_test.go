@@ -3,6 +3,7 @@ package kind
 import (
 	"bytes"
 	"flag"
+	corev1 "k8s.io/api/core/v1"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,9 +100,11 @@ func TestRenderConfigGolden(t *testing.T) {
 					clusters.ControllerManager: {"concurrent-gc-syncs": "40"},
 					clusters.Etcd:              {"quota-backend-bytes": "8589934592"},
 				},
-				GPU: fakegpu.Inventory{Count: 4, Product: "NVIDIA-A100-SXM4-40GB", MemoryMiB: 40960, NVLinkDomainSize: 2},
+				NodeGroups: []clusters.NodeGroup{{Count: 3, Kubelet: clusters.RealKubelets, GPUs: &clusters.GroupGPUs{
+					Inventory: fakegpu.Inventory{Count: 4, Product: "NVIDIA-A100-SXM4-40GB", MemoryMiB: 40960, NVLinkDomainSize: 2}}}},
+				Images: clusters.Images{Node: "kindest/node:v1.37.0", Scheduler: "example.com/kube-scheduler:gang"},
 			},
-			opts:   Options{Workers: 3, NodeImage: "kindest/node:v1.37.0", SchedulerImage: "example.com/kube-scheduler:gang", SchedulerMetricsPort: 42000},
+			opts:   Options{SchedulerMetricsPort: 42000},
 			golden: "config-scheduler.golden.yaml",
 			check: func(t *testing.T, c *v1alpha4.Cluster, p ClusterConfigurationPatch) {
 				if len(c.Nodes) != 4 {
@@ -191,17 +194,19 @@ func TestRenderConfigRejects(t *testing.T) {
 		opts Options
 		want []string
 	}{
-		{"old node image", clusters.Spec{}, Options{NodeImage: "kindest/node:v1.35.8"}, []string{"v1.35.8", "too old"}},
+		{"old node image", clusters.Spec{Images: clusters.Images{Node: "kindest/node:v1.35.8"}}, Options{}, []string{"v1.35.8", "too old"}},
 		{"old kubernetes version", clusters.Spec{KubernetesVersion: "v1.34.11"}, Options{}, []string{"v1.34.11"}},
 		{"bad version", clusters.Spec{KubernetesVersion: "1.37"}, Options{}, []string{"1.37"}},
-		{"nodes disagree with workers", clusters.Spec{Nodes: 5}, Options{Workers: 2, KwokNodes: 1}, []string{"5 requested", "2 workers + 1 kwok"}},
-		{"no worker left", clusters.Spec{Nodes: 2}, Options{KwokNodes: 2}, []string{"no kind worker"}},
+		{"no worker left", clusters.Spec{NodeGroups: []clusters.NodeGroup{{Count: 2, Kubelet: clusters.SimulatedNodes, GPUs: &clusters.GroupGPUs{}}}}, Options{}, []string{"0 real GPU workers", "at least one"}},
+		{"two inventories", clusters.Spec{NodeGroups: []clusters.NodeGroup{{Count: 1, GPUs: &clusters.GroupGPUs{}}, {Count: 2, Kubelet: clusters.SimulatedNodes, GPUs: &clusters.GroupGPUs{Inventory: fakegpu.Inventory{Count: 4}}}}}, Options{}, []string{"nodeGroups[1].gpus.inventory", "one inventory"}},
+		{"taints on real kubelets", clusters.Spec{NodeGroups: []clusters.NodeGroup{{Count: 1, GPUs: &clusters.GroupGPUs{}, Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}}}}, Options{}, []string{"nodeGroups[0].taints", "not supported"}},
+		{"both shapes", clusters.Spec{Nodes: 2, NodeGroups: []clusters.NodeGroup{{Count: 1, GPUs: &clusters.GroupGPUs{}}}}, Options{}, []string{"nodes 2", "nodeGroups"}},
 		{"etcd gates", clusters.Spec{ComponentFeatureGates: map[clusters.Component]map[string]bool{clusters.Etcd: {"X": true}}}, Options{}, []string{"etcd", "not supported on kind"}},
 		{"kwok args without kwok", clusters.Spec{ExtraArgs: map[clusters.Component]map[string]string{clusters.Kwok: {"v": "4"}}}, Options{}, []string{"no kwok nodes"}},
-		{"scheduler image and binary", clusters.Spec{SchedulerBinary: "/opt/kube-scheduler"}, Options{SchedulerImage: "example.com/kube-scheduler:gang"}, []string{"both", "example.com/kube-scheduler:gang", "/opt/kube-scheduler", "give one"}},
+		{"scheduler image and binary", clusters.Spec{SchedulerBinary: "/opt/kube-scheduler", Images: clusters.Images{Scheduler: "example.com/kube-scheduler:gang"}}, Options{}, []string{"both", "example.com/kube-scheduler:gang", "/opt/kube-scheduler", "give one"}},
 		{"bad name", clusters.Spec{Name: "Bad_Name"}, Options{}, []string{"Bad_Name"}},
 		{"bad gpu", clusters.Spec{GPU: fakegpu.Inventory{Count: 65}}, Options{}, []string{"gpu", "65"}},
-		{"too many plain workers", clusters.Spec{}, Options{Workers: 40, PlainWorkers: 11}, []string{"plain workers", "11", "0 to 10"}},
+		{"too many plain workers", clusters.Spec{NodeGroups: []clusters.NodeGroup{{Count: 40, GPUs: &clusters.GroupGPUs{}}, {Count: 11}}}, Options{}, []string{"plain workers", "11", "0 to 10"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -219,27 +224,59 @@ func TestRenderConfigRejects(t *testing.T) {
 }
 
 func TestResolveNodes(t *testing.T) {
+	real := func(n int) clusters.NodeGroup { return clusters.NodeGroup{Count: n, GPUs: &clusters.GroupGPUs{}} }
+	kwok := func(n int) clusters.NodeGroup {
+		return clusters.NodeGroup{Count: n, Kubelet: clusters.SimulatedNodes, GPUs: &clusters.GroupGPUs{}}
+	}
 	tests := []struct {
-		spec          clusters.Spec
-		opts          Options
-		workers, kwok int
+		spec                 clusters.Spec
+		workers, plain, kwok int
 	}{
-		{clusters.Spec{}, Options{}, 2, 0},
-		{clusters.Spec{Nodes: 3}, Options{}, 3, 0},
-		{clusters.Spec{Nodes: 10}, Options{KwokNodes: 8}, 2, 8},
-		{clusters.Spec{Nodes: 5}, Options{Workers: 1, KwokNodes: 4}, 1, 4},
-		{clusters.Spec{}, Options{Workers: 1, KwokNodes: 100}, 1, 100},
+		{clusters.Spec{}, 2, 0, 0},
+		{clusters.Spec{Nodes: 3}, 3, 0, 0},
+		{clusters.Spec{NodeGroups: []clusters.NodeGroup{real(2), kwok(8)}}, 2, 0, 8},
+		{clusters.Spec{NodeGroups: []clusters.NodeGroup{real(1), kwok(4)}}, 1, 0, 4},
+		{clusters.Spec{NodeGroups: []clusters.NodeGroup{kwok(100), real(1)}}, 1, 0, 100},
+		{clusters.Spec{NodeGroups: []clusters.NodeGroup{real(1), {Count: 1}}}, 1, 1, 0},
 	}
 	for _, tt := range tests {
-		pl, err := resolve(tt.spec, tt.opts)
+		pl, err := resolve(tt.spec)
 		if err != nil {
-			t.Errorf("%+v %+v: %v", tt.spec, tt.opts, err)
+			t.Errorf("%+v: %v", tt.spec, err)
 			continue
 		}
-		if pl.Workers != tt.workers || pl.KwokNodes != tt.kwok {
-			t.Errorf("nodes %d, workers %d, kwok %d: got %d workers + %d kwok, want %d + %d",
-				tt.spec.Nodes, tt.opts.Workers, tt.opts.KwokNodes, pl.Workers, pl.KwokNodes, tt.workers, tt.kwok)
+		if pl.Workers != tt.workers || pl.PlainWorkers != tt.plain || pl.KwokNodes != tt.kwok {
+			t.Errorf("%+v: got %d workers + %d plain + %d kwok, want %d + %d + %d",
+				tt.spec, pl.Workers, pl.PlainWorkers, pl.KwokNodes, tt.workers, tt.plain, tt.kwok)
 		}
+	}
+}
+
+// TestResolveGroupLabels: a group's labels reach its nodes (kind workers through the kind config,
+// kwok nodes through their creation), under the labels that identify the workers.
+func TestResolveGroupLabels(t *testing.T) {
+	taint := corev1.Taint{Key: "gangbench.dev/lane", Value: "a", Effect: corev1.TaintEffectNoSchedule}
+	spec := clusters.Spec{NodeGroups: []clusters.NodeGroup{
+		{Count: 1, GPUs: &clusters.GroupGPUs{}, Labels: map[string]string{"rack": "r1", LabelWorker: "false"}},
+		{Count: 2, Kubelet: clusters.SimulatedNodes, GPUs: &clusters.GroupGPUs{}, Labels: map[string]string{"rack": "r2"}, Taints: []corev1.Taint{taint}},
+	}}
+	pl, err := resolve(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.KwokLabels["rack"] != "r2" || len(pl.KwokTaints) != 1 || pl.KwokTaints[0] != taint {
+		t.Errorf("kwok labels %v taints %v", pl.KwokLabels, pl.KwokTaints)
+	}
+	b, err := RenderConfig(spec, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c v1alpha4.Cluster
+	if err := yaml.UnmarshalStrict(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Nodes[1].Labels; l["rack"] != "r1" || l[LabelWorker] != "true" {
+		t.Errorf("worker labels %v: want rack=r1 and ours", l)
 	}
 }
 
@@ -276,7 +313,7 @@ func TestNodeImage(t *testing.T) {
 // TestRenderConfigPlainWorkers: the seed lab's shape, a GPU worker named <name>-worker and a plain
 // one after it that carries neither the device plugin's label nor GPU labels.
 func TestRenderConfigPlainWorkers(t *testing.T) {
-	b, err := RenderConfig(clusters.Spec{Name: "gpu-lab"}, Options{Workers: 1, PlainWorkers: 1})
+	b, err := RenderConfig(clusters.Spec{Name: "gpu-lab", NodeGroups: []clusters.NodeGroup{{Count: 1, GPUs: &clusters.GroupGPUs{}}, {Count: 1}}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +334,7 @@ func TestRenderConfigPlainWorkers(t *testing.T) {
 }
 
 func TestRenderConfigForeignImage(t *testing.T) {
-	out, err := RenderConfig(clusters.Spec{}, Options{NodeImage: defaults.Image})
+	out, err := RenderConfig(clusters.Spec{Images: clusters.Images{Node: defaults.Image}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/internal/poll"
 )
 
 // defaultControlTimeout bounds one Stop/Kill/Start of a component: a static pod restart takes
@@ -117,15 +118,15 @@ func (k *control) stop(ctx context.Context, c clusters.Component, kill bool) err
 			if _, err := nodeSh(ctx, n, script); err != nil {
 				return err
 			}
-			return pollEvery(ctx, "kubelet on "+n.String()+" to stop", 200*time.Millisecond, k.timeout, func(ctx context.Context) (bool, string) {
+			return poll.Until(ctx, "kubelet on "+n.String()+" to stop", 200*time.Millisecond, k.timeout, func(ctx context.Context) (bool, string, error) {
 				// is-active exits non-zero for every state but active, so its output is what counts;
 				// no output at all means the node could not be asked, which proves nothing.
 				out, err := nodeRun(ctx, n, nil, "systemctl", "is-active", "kubelet")
 				s := strings.TrimSpace(out)
 				if s == "" && err != nil {
-					return false, err.Error()
+					return false, "", err
 				}
-				return s != "active" && s != "activating" && s != "reloading", "systemctl is-active: " + s
+				return s != "active" && s != "activating" && s != "reloading", "systemctl is-active: " + s, nil
 			})
 		})
 	}
@@ -156,13 +157,13 @@ mv %[1]s/%[3]s %[2]s/%[3]s
 }
 
 func (k *control) waitContainerGone(ctx context.Context, cp nodes.Node, container string) error {
-	return pollEvery(ctx, container+" container to exit", 200*time.Millisecond, k.timeout, func(ctx context.Context) (bool, string) {
+	return poll.Until(ctx, container+" container to exit", 200*time.Millisecond, k.timeout, func(ctx context.Context) (bool, string, error) {
 		out, err := nodeRun(ctx, cp, nil, "crictl", "ps", "-q", "--name", "^"+container+"$", "--state", "running")
 		if err != nil {
-			return false, err.Error()
+			return false, "", err
 		}
 		ids := strings.TrimSpace(out)
-		return ids == "", "running containers: " + ids
+		return ids == "", "running containers: " + ids, nil
 	})
 }
 
@@ -203,13 +204,13 @@ mv %[2]s/%[3]s %[1]s/%[3]s
 }
 
 func (k *control) waitHealthz(ctx context.Context, n nodes.Node, what, url string) error {
-	return pollEvery(ctx, what+" on "+n.String()+" healthy", 250*time.Millisecond, k.timeout, func(ctx context.Context) (bool, string) {
+	return poll.Until(ctx, what+" on "+n.String()+" healthy", 250*time.Millisecond, k.timeout, func(ctx context.Context) (bool, string, error) {
 		out, err := nodeRun(ctx, n, nil, "curl", "-sk", "--max-time", "2", url)
 		if err != nil {
-			return false, err.Error()
+			return false, "", err
 		}
 		s := strings.TrimSpace(out)
-		return s == "ok", "healthz: " + s
+		return s == "ok", "healthz: " + s, nil
 	})
 }
 
@@ -283,13 +284,14 @@ func (k *control) stopKwok(ctx context.Context, kill bool) error {
 	if err != nil {
 		return err
 	}
-	if !st.Kwok.alive() {
+	if !st.Kwok.Alive() {
 		return fmt.Errorf("%s is not running (pid %d)", clusters.Kwok, st.Kwok.PID)
 	}
+	sig := syscall.SIGTERM
 	if kill {
-		_ = syscall.Kill(st.Kwok.PID, syscall.SIGKILL)
+		sig = syscall.SIGKILL
 	}
-	return st.Kwok.stop(ctx, kwokGrace)
+	return st.Kwok.Stop(ctx, sig, kwokGrace)
 }
 
 // startKwok starts the kwok controller again as it was first started, and records its new process.
@@ -298,15 +300,15 @@ func (k *control) startKwok(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if st.Kwok.alive() {
+	if st.Kwok.Alive() {
 		return fmt.Errorf("%s is already running (pid %d)", clusters.Kwok, st.Kwok.PID)
 	}
 	launch := *st.KwokLaunch
 	launch.Timeout = k.timeout
-	proc, err := startKwokProcess(ctx, launch)
+	kp, err := startKwokProcess(ctx, launch)
 	if err != nil {
 		return err
 	}
-	st.Kwok = &proc.Ref
+	st.Kwok = &kp.Ref
 	return writeState(k.stateDir, st)
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/internal/proc"
 )
 
 func newControlFixture(t *testing.T) (*control, *kindNodeBehaviour, *fakeNode, *fakeNode) {
@@ -110,7 +111,7 @@ func TestControlKwok(t *testing.T) {
 	done := make(chan struct{})
 	go func() { _ = sleeper.Wait(); close(done) }()
 	t.Cleanup(func() { _ = sleeper.Process.Kill(); <-done })
-	ref := refOf(sleeper.Process.Pid)
+	ref := proc.RefOf(sleeper.Process.Pid)
 	logPath := filepath.Join(root, "kwok.log")
 	st := &state{Name: "c", Kwok: &ref, KwokLaunch: &kwokLaunch{Binary: "false", LogPath: logPath, Port: 1}}
 	if err := writeState(root, st); err != nil {

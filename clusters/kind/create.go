@@ -23,6 +23,7 @@ import (
 	"github.com/gangbench/gangbench/clusters/kind/nodeimage"
 	kwokcfg "github.com/gangbench/gangbench/clusters/kwok"
 	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/internal/proc"
 )
 
 // Create implements clusters.Provider. It asks for a container engine before anything else, so on a
@@ -36,7 +37,7 @@ import (
 // kind's own create cannot be cancelled (its API takes no context): when ctx ends during it, Create
 // waits for it to return and then deletes what it made. Any failure deletes the cluster.
 func (p *Provider) Create(ctx context.Context, spec clusters.Spec) (*clusters.Cluster, error) {
-	pl, err := resolve(spec, p.opts)
+	pl, err := resolve(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ func (p *Provider) Create(ctx context.Context, spec clusters.Spec) (*clusters.Cl
 	name := pl.Spec.Name
 	root := p.opts.StateDir
 	st := &state{
-		Name: name, Engine: engine, Created: time.Now().UTC(), Phase: phaseCreating, Owner: refOf(os.Getpid()),
+		Name: name, Engine: engine, Created: time.Now().UTC(), Phase: phaseCreating, Owner: proc.RefOf(os.Getpid()),
 		NodeImage: pl.NodeImage, Network: clusterNetwork(engine, name), SchedulerImage: sched.image(), SchedulerBinary: sched.binary(), SchedulerMetricsPort: port,
 		Workers: pl.Workers, PlainWorkers: pl.PlainWorkers, KwokNodes: pl.KwokNodes, GPU: pl.GPU,
 		Kubeconfig: filepath.Join(clusterDir(root, name), "kubeconfig"),
@@ -123,7 +124,7 @@ func (p *Provider) claim(ctx context.Context, st *state) error {
 	if rerr != nil {
 		return fmt.Errorf("kind cluster %q: state %s exists but cannot be read (%v); remove it or run `gangbench cluster delete %s`", st.Name, statePath(root, st.Name), rerr, st.Name)
 	}
-	if old.Phase != phaseReady && old.Owner.alive() {
+	if old.Phase != phaseReady && old.Owner.Alive() {
 		return fmt.Errorf("kind cluster %q is being created by process %d", st.Name, old.Owner.PID)
 	}
 	if old.Phase == phaseReady {
@@ -306,11 +307,11 @@ func (c *creation) createNodes(ctx context.Context, timeout time.Duration) error
 // until every worker advertises the inventory's GPUs.
 func (c *creation) devicePlugin(ctx context.Context, timeout time.Duration) error {
 	o := c.p.opts
-	ref := o.PluginImage
+	ref := c.pl.Spec.Images.Plugin
 	if ref == "" {
 		ref = defaultPluginRef
 	}
-	if !c.pluginPreloaded || o.PluginImage != "" {
+	if !c.pluginPreloaded || c.pl.Spec.Images.Plugin != "" {
 		if err := c.loadPlugin(ctx, ref); err != nil {
 			return err
 		}
@@ -425,17 +426,17 @@ func (c *creation) kwokNodes(ctx context.Context, timeout time.Duration) error {
 		Binary: bin, Args: kwokArgs(c.st.Kubeconfig, cfgPath, port, c.pl.Spec.ExtraArgs[clusters.Kwok]),
 		LogPath: logPath, Port: port, Timeout: timeout,
 	}
-	proc, err := c.p.startKwok(ctx, launch)
+	kp, err := c.p.startKwok(ctx, launch)
 	if err != nil {
 		return err
 	}
-	c.st.Kwok, c.st.KwokPort, c.st.KwokLaunch = &proc.Ref, port, &launch
+	c.st.Kwok, c.st.KwokPort, c.st.KwokLaunch = &kp.Ref, port, &launch
 	// Recorded now, so that a failure below (or a crash) still lets Delete stop the controller.
 	if err := writeState(c.p.opts.StateDir, c.st); err != nil {
 		return err
 	}
 	names := kwokcfg.NodeNames(kwokNodePrefix, c.pl.KwokNodes)
-	if err := kwokcfg.CreateNodes(ctx, c.cs, names, c.pl.GPU, fakegpu.NodeOptions{}, 32); err != nil {
+	if err := kwokcfg.CreateNodes(ctx, c.cs, names, c.pl.GPU, fakegpu.NodeOptions{Labels: c.pl.KwokLabels, Taints: c.pl.KwokTaints}, 32); err != nil {
 		return fmt.Errorf("create simulated nodes: %w", err)
 	}
 	err = kwokcfg.WaitNodesReady(ctx, c.cs, fakegpu.LabelManaged+"=true", c.pl.Nodes(), timeout)

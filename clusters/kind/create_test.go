@@ -29,6 +29,7 @@ import (
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/internal/proc"
 )
 
 const testCluster = "gangbench-test"
@@ -36,6 +37,7 @@ const testCluster = "gangbench-test"
 // harness is a Provider wired to fakes: a kind whose clusters are fake nodes, a fake clientset, an
 // engine CLI that answers, and recording device plugin hooks.
 type harness struct {
+	shape    testShape
 	t        *testing.T
 	p        *Provider
 	root     string
@@ -51,9 +53,32 @@ type harness struct {
 	kwok     []kwokLaunch
 }
 
-func newHarness(t *testing.T, o Options) *harness {
+// testShape is the cluster shape a harness's fake kind creates: the spec's node groups and scheduler
+// image, which harness.spec puts into every spec it creates.
+type testShape struct {
+	Workers, KwokNodes int
+	SchedulerImage     string
+}
+
+// spec is spec with the harness's shape: Workers real GPU workers and KwokNodes simulated ones.
+func (h *harness) spec(spec clusters.Spec) clusters.Spec {
+	s := h.shape
+	spec.Images.Scheduler = s.SchedulerImage
+	if s.Workers == 0 && s.KwokNodes == 0 {
+		return spec
+	}
+	gpus := &clusters.GroupGPUs{Inventory: spec.GPU}
+	spec.Nodes, spec.GPU = 0, fakegpu.Inventory{}
+	spec.NodeGroups = []clusters.NodeGroup{{Count: s.Workers, Kubelet: clusters.RealKubelets, GPUs: gpus}}
+	if s.KwokNodes > 0 {
+		spec.NodeGroups = append(spec.NodeGroups, clusters.NodeGroup{Count: s.KwokNodes, Kubelet: clusters.SimulatedNodes, GPUs: gpus})
+	}
+	return spec
+}
+
+func newHarness(t *testing.T, o Options, shape testShape) *harness {
 	t.Helper()
-	h := &harness{t: t, root: t.TempDir(), kind: &fakeKind{}, behave: newKindNodeBehaviour(t)}
+	h := &harness{t: t, root: t.TempDir(), kind: &fakeKind{}, behave: newKindNodeBehaviour(t), shape: shape}
 	h.runner = runnerWhere([]string{"docker"}, map[string]string{
 		"docker image inspect": "[{}]",
 		"docker save":          "SCHEDULER-IMAGE-TAR",
@@ -99,7 +124,7 @@ func newHarness(t *testing.T, o Options) *harness {
 		t.Fatal(err)
 	}
 	h.p = p
-	workers := o.Workers
+	workers := shape.Workers
 	if workers == 0 {
 		workers = 2
 	}
@@ -117,7 +142,7 @@ func newHarness(t *testing.T, o Options) *harness {
 			h.workers = append(h.workers, w)
 			ns = append(ns, w)
 		}
-		h.cs = newFakeClusterClient(name, workers, o.SchedulerImage)
+		h.cs = newFakeClusterClient(name, workers, shape.SchedulerImage)
 		return ns, nil
 	}
 	p.newKind = func(engine string) kindAPI {
@@ -140,7 +165,7 @@ func newHarness(t *testing.T, o Options) *harness {
 		defer h.mu.Unlock()
 		h.kwok = append(h.kwok, l)
 		// PID 0 is never alive, so Delete has nothing to signal.
-		return &kwokProc{Ref: procRef{}}, nil
+		return &kwokProc{Ref: proc.Ref{}}, nil
 	}
 	return h
 }
@@ -286,16 +311,14 @@ func TestCreateWithoutEngineHere(t *testing.T) {
 }
 
 func TestCreateFlow(t *testing.T) {
-	h := newHarness(t, Options{
-		Workers: 2, KwokNodes: 3, SchedulerImage: "example.com/kube-scheduler:gang",
-	})
+	h := newHarness(t, Options{}, testShape{Workers: 2, KwokNodes: 3, SchedulerImage: "example.com/kube-scheduler:gang"})
 	spec := clusters.Spec{
 		Name:                  testCluster,
 		ComponentFeatureGates: map[clusters.Component]map[string]bool{clusters.Scheduler: {"GenericWorkload": false}},
 		ExtraArgs:             map[clusters.Component]map[string]string{clusters.Kwok: {"v": "4"}},
 		ReadyTimeout:          10 * time.Second,
 	}
-	cl, err := h.p.Create(context.Background(), spec)
+	cl, err := h.p.Create(context.Background(), h.spec(spec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,11 +444,11 @@ func TestCreateFlow(t *testing.T) {
 }
 
 func TestCreateFailureDeletesEverything(t *testing.T) {
-	h := newHarness(t, Options{Workers: 1})
+	h := newHarness(t, Options{}, testShape{Workers: 1})
 	h.p.opts.DeployDevicePlugin = func(context.Context, kubernetes.Interface, PluginDeployment) error {
 		return errors.New("daemonset refused")
 	}
-	_, err := h.p.Create(context.Background(), clusters.Spec{Name: testCluster, ReadyTimeout: 5 * time.Second})
+	_, err := h.p.Create(context.Background(), h.spec(clusters.Spec{Name: testCluster, ReadyTimeout: 5 * time.Second}))
 	if err == nil || !strings.Contains(err.Error(), "daemonset refused") {
 		t.Fatalf("got %v", err)
 	}
@@ -438,8 +461,8 @@ func TestCreateFailureDeletesEverything(t *testing.T) {
 }
 
 func TestCreateKeepLeavesClusterOnClose(t *testing.T) {
-	h := newHarness(t, Options{Workers: 1, Keep: true})
-	cl, err := h.p.Create(context.Background(), clusters.Spec{Name: testCluster})
+	h := newHarness(t, Options{Keep: true}, testShape{Workers: 1})
+	cl, err := h.p.Create(context.Background(), h.spec(clusters.Spec{Name: testCluster}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +473,7 @@ func TestCreateKeepLeavesClusterOnClose(t *testing.T) {
 		t.Errorf("kept cluster deleted: %v", h.kind.deleted)
 	}
 	// A second create of the same name is refused while it exists...
-	if _, err := h.p.Create(context.Background(), clusters.Spec{Name: testCluster}); err == nil || !strings.Contains(err.Error(), "already exists") {
+	if _, err := h.p.Create(context.Background(), h.spec(clusters.Spec{Name: testCluster})); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Errorf("second create: %v", err)
 	}
 	// ...and Delete removes it.
@@ -465,8 +488,8 @@ func TestCreateKeepLeavesClusterOnClose(t *testing.T) {
 // TestCloseStopsTheRestartedKwok: a fault restarts the kwok controller and records the new process
 // in the state file (control.startKwok); Close must stop that one, not the one Create started.
 func TestCloseStopsTheRestartedKwok(t *testing.T) {
-	h := newHarness(t, Options{Workers: 1, KwokNodes: 1})
-	cl, err := h.p.Create(context.Background(), clusters.Spec{Name: testCluster, Nodes: 2})
+	h := newHarness(t, Options{}, testShape{Workers: 1, KwokNodes: 1})
+	cl, err := h.p.Create(context.Background(), h.spec(clusters.Spec{Name: testCluster, Nodes: 2}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +504,7 @@ func TestCloseStopsTheRestartedKwok(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := refOf(restarted.Process.Pid)
+	ref := proc.RefOf(restarted.Process.Pid)
 	st.Kwok = &ref
 	if err := writeState(h.root, st); err != nil {
 		t.Fatal(err)
@@ -497,7 +520,7 @@ func TestCloseStopsTheRestartedKwok(t *testing.T) {
 }
 
 func TestCreateSchedulerImageMissingFailsEarly(t *testing.T) {
-	h := newHarness(t, Options{Workers: 1, SchedulerImage: "example.com/nope:1"})
+	h := newHarness(t, Options{}, testShape{Workers: 1, SchedulerImage: "example.com/nope:1"})
 	inner := h.runner.answer
 	h.runner.answer = func(line string) (string, error) {
 		if strings.HasPrefix(line, "docker image inspect") {
@@ -505,7 +528,7 @@ func TestCreateSchedulerImageMissingFailsEarly(t *testing.T) {
 		}
 		return inner(line)
 	}
-	_, err := h.p.Create(context.Background(), clusters.Spec{Name: testCluster})
+	_, err := h.p.Create(context.Background(), h.spec(clusters.Spec{Name: testCluster}))
 	if err == nil || !strings.Contains(err.Error(), "No such image") {
 		t.Fatalf("got %v", err)
 	}
@@ -518,9 +541,9 @@ func TestCreateSchedulerImageMissingFailsEarly(t *testing.T) {
 }
 
 func TestCreateRefusesForeignClusterOfSameName(t *testing.T) {
-	h := newHarness(t, Options{Workers: 1})
+	h := newHarness(t, Options{}, testShape{Workers: 1})
 	h.kind.clusters = map[string][]nodes.Node{testCluster: nil}
-	_, err := h.p.Create(context.Background(), clusters.Spec{Name: testCluster})
+	_, err := h.p.Create(context.Background(), h.spec(clusters.Spec{Name: testCluster}))
 	if err == nil || !strings.Contains(err.Error(), "not made by gangbench") {
 		t.Fatalf("got %v", err)
 	}

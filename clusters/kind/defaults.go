@@ -20,7 +20,7 @@ import (
 // This file is the only one that knows the fake device plugin's packages; everything else goes
 // through the function fields of Options, which tests replace.
 
-// defaultPluginRef is the device plugin image reference when Options.PluginImage is empty.
+// defaultPluginRef is the device plugin image reference when Spec.Images.Plugin is empty.
 const defaultPluginRef = image.DefaultRef
 
 // modulePath is gangbench's module, whose source the device plugin binary is built from.

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gangbench/gangbench/clusters"
-	"github.com/gangbench/gangbench/observe/procstat"
+	"github.com/gangbench/gangbench/internal/proc"
 )
 
 func restConfigFrom(kubeconfig string) (*rest.Config, error) {
@@ -114,7 +114,7 @@ func (p *Provider) handle(st *state, api kindAPI) (*clusters.Cluster, error) {
 		GPUs:             newPluginGPUs(api, st.Name, cs),
 		SchedulerName:    corev1.DefaultSchedulerName,
 		Processes: func(ctx context.Context) (map[clusters.Component][]int, error) {
-			return p.processes(ctx, st, procstat.Proc)
+			return p.processes(ctx, st, proc.Proc)
 		},
 	}, nil
 }

@@ -1,5 +1,5 @@
 // Package kind is the cluster provider that runs real Kubernetes nodes as containers with the
-// sigs.k8s.io/kind Go library (never the kind CLI): one control-plane node and Options.Workers worker
+// sigs.k8s.io/kind Go library (never the kind CLI): one control-plane node and the spec's real-kubelet worker
 // nodes whose real kubelets get fake GPUs from gangbench's device plugin, optionally the scheduler
 // under test swapped in from a user image or binary, and optionally kwok-simulated GPU nodes on top.
 //
@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -44,7 +45,7 @@ const (
 	// LabelWorker marks the kind worker nodes that run the fake device plugin; the DaemonSet selects
 	// on it and readiness waits use it, so the control-plane node and kwok nodes are never waited for.
 	LabelWorker = "gangbench.dev/kind-worker"
-	// LabelPlainWorker marks the kind workers without GPUs (Options.PlainWorkers).
+	// LabelPlainWorker marks the kind workers without GPUs (a node group of real kubelets without GPUs).
 	LabelPlainWorker = "gangbench.dev/kind-plain-worker"
 	// schedulerMetricsContainerPort is kube-scheduler's secure port inside the control-plane node.
 	schedulerMetricsContainerPort = 10259
@@ -65,34 +66,12 @@ type PluginDeployment struct {
 	NodeSelector map[string]string
 }
 
-// Options configure the provider. Zero fields get the defaults documented on each.
+// Options configure the provider: its mechanics (engine, state, ports, keep, seams for tests).
+// The cluster's shape (workers, kwok nodes, images, GPUs) is the Spec's, never an option, so one
+// provider creates clusters of any shape. Zero fields get the defaults documented on each.
 type Options struct {
 	// Engine is "docker", "podman", "nerdctl" or "" to take the first whose daemon answers.
 	Engine string
-	// Workers is the number of kind worker nodes (real kubelets with fake GPUs). 0 means Spec.Nodes
-	// when that is set, else 2.
-	Workers int
-	// NodeImage is the node image of every node (e.g. a kindest/node image a user can pull); "" means
-	// gangbench's own node image for Spec.KubernetesVersion, built offline (or reused) at create time
-	// by EnsureNodeImage.
-	NodeImage string
-	// SchedulerImage, when set, replaces the kube-scheduler of the control plane: the image is taken
-	// from the engine (`<engine> save`), loaded into the control-plane node and put into the
-	// scheduler's static pod manifest. Spec.SchedulerBinary is the other way to give the scheduler
-	// under test (wrapped into an image by package schedimage); giving both is an error.
-	SchedulerImage string
-	// PlainWorkers is the number of kind workers without GPUs (no device plugin, no GPU labels),
-	// named after the GPU workers: the seed lab's cluster has one next to its 8-GPU worker, so the
-	// scheduler's messages count a node that lacks nvidia.com/gpu. They are not part of Spec.Nodes.
-	PlainWorkers int
-	// KwokNodes is the number of kwok-simulated GPU nodes added next to the workers, simulated by a
-	// kwok controller that runs on this machine against the cluster.
-	KwokNodes int
-	// GPU is the fake GPU inventory of every GPU node when Spec.GPU is zero; zero means
-	// fakegpu.Default().
-	GPU fakegpu.Inventory
-	// PluginImage is the device plugin image reference; "" means the fakegpu/image default.
-	PluginImage string
 	// SchedulerMetricsPort is the host loopback port the scheduler's 10259 is published on; 0 means a
 	// free one chosen at create time. RenderConfig leaves the port mapping out when it is 0.
 	SchedulerMetricsPort int
@@ -138,24 +117,6 @@ func WithOptions(o Options) Option { return func(p *Options) { *p = o } }
 // WithEngine selects the container engine ("docker", "podman", "nerdctl"; "" auto-detects).
 func WithEngine(engine string) Option { return func(o *Options) { o.Engine = engine } }
 
-// WithWorkers sets the number of kind worker nodes.
-func WithWorkers(n int) Option { return func(o *Options) { o.Workers = n } }
-
-// WithNodeImage pins the node image of every node.
-func WithNodeImage(image string) Option { return func(o *Options) { o.NodeImage = image } }
-
-// WithSchedulerImage runs the scheduler under test from image.
-func WithSchedulerImage(image string) Option { return func(o *Options) { o.SchedulerImage = image } }
-
-// WithPlainWorkers adds n kind workers without GPUs.
-func WithPlainWorkers(n int) Option { return func(o *Options) { o.PlainWorkers = n } }
-
-// WithKwokNodes adds n kwok-simulated GPU nodes.
-func WithKwokNodes(n int) Option { return func(o *Options) { o.KwokNodes = n } }
-
-// WithGPU sets the default per-node inventory.
-func WithGPU(inv fakegpu.Inventory) Option { return func(o *Options) { o.GPU = inv } }
-
 // WithStateDir keeps cluster state under dir.
 func WithStateDir(dir string) Option { return func(o *Options) { o.StateDir = dir } }
 
@@ -191,9 +152,6 @@ func New(opts ...Option) (*Provider, error) {
 	}
 	if o.Engine != "" && !isEngine(o.Engine) {
 		return nil, fmt.Errorf("kind: unknown container engine %q (accepted: %s, or empty to detect)", o.Engine, strings.Join(Engines(), ", "))
-	}
-	if o.Workers < 0 || o.KwokNodes < 0 || o.PlainWorkers < 0 {
-		return nil, fmt.Errorf("kind: workers (%d), plain workers (%d) and kwok nodes (%d) must not be negative", o.Workers, o.PlainWorkers, o.KwokNodes)
 	}
 	if o.StateDir == "" {
 		d, err := DefaultStateDir()
@@ -240,7 +198,7 @@ func validateName(name string) error {
 	return nil
 }
 
-// plan is a Spec and the provider Options resolved into what will be created.
+// plan is a Spec resolved into what will be created.
 type plan struct {
 	Spec         clusters.Spec
 	Workers      int
@@ -248,22 +206,101 @@ type plan struct {
 	KwokNodes    int
 	GPU          fakegpu.Inventory
 	NodeImage    string
+	// WorkerLabels, PlainLabels and KwokLabels are the node groups' own labels; KwokTaints the
+	// simulated group's taints.
+	WorkerLabels, PlainLabels, KwokLabels map[string]string
+	KwokTaints                            []corev1.Taint
 }
 
 // Nodes is the number of GPU nodes: kind workers plus kwok nodes.
 func (pl plan) Nodes() int { return pl.Workers + pl.KwokNodes }
 
-// Validate checks a spec against the provider options before anything is built or started, with the
-// same rules Create applies: callers that hand a cluster request to another process (gangbench e2e
-// to the suites binary) refuse a bad one before compiling anything.
-func Validate(spec clusters.Spec, o Options) error {
-	_, err := resolve(spec, o)
+// defaultWorkers is the number of GPU workers of a spec that gives no nodes.
+const defaultWorkers = 2
+
+// Validate implements clusters.Provider: the rules Create applies, checked before anything is built
+// or started, so callers that hand a cluster request to another process (gangbench e2e to the
+// suites binary) refuse a bad one before compiling anything.
+func (p *Provider) Validate(spec clusters.Spec) error {
+	_, err := resolve(spec)
 	return err
 }
 
-// resolve fills defaults and checks that Spec and Options agree. It is pure, so RenderConfig and
-// Create see the same numbers.
-func resolve(spec clusters.Spec, o Options) (plan, error) {
+// Capabilities implements clusters.Provider. Component control offers what perf's faults were
+// proven with: the scheduler's and controller-manager's static pods and the kubelets (systemd in the
+// node containers). Control also restarts the apiserver and the kwok controller, which the
+// conformance suites' own fault features use directly, but perf has not measured those on kind,
+// so they are not advertised (perf refuses such a fault as before).
+func (p *Provider) Capabilities() clusters.Capabilities { return capabilities() }
+
+func capabilities() clusters.Capabilities {
+	return clusters.Capabilities{
+		Provider: ProviderName, Creates: true,
+		ComponentControl: []clusters.Component{clusters.Scheduler, clusters.ControllerManager, clusters.Kubelet},
+		RealKubelets:     true, SimulatedNodes: true, GPUFaults: true,
+		GPUAPIs:       []clusters.GPUAPI{clusters.GPUAPIDevicePlugin},
+		FeatureGates:  []clusters.Component{clusters.APIServer, clusters.ControllerManager, clusters.Scheduler},
+		RuntimeConfig: true, Images: true, KeepRunning: true, ProcessAccounting: true,
+	}
+}
+
+// groups sorts the spec's node groups into the three kinds of node a kind cluster has: GPU workers
+// (real kubelets and the device plugin), plain workers (real, no GPUs) and kwok nodes (simulated
+// GPU nodes). One group of each at most, and one inventory for all GPU nodes: the device plugin
+// DaemonSet and the kwok stages carry one inventory.
+func (pl *plan) groups(spec clusters.Spec) []error {
+	var errs []error
+	groups := spec.Groups()
+	if len(groups) == 0 {
+		groups = []clusters.NodeGroup{{Count: defaultWorkers, GPUs: &clusters.GroupGPUs{Inventory: spec.GPU}}}
+	}
+	var inv *fakegpu.Inventory
+	seen := map[string]int{}
+	for i, g := range groups {
+		field := fmt.Sprintf("nodeGroups[%d]", i)
+		if len(spec.NodeGroups) == 0 {
+			field = "nodes"
+		}
+		real := g.Kubelet != clusters.SimulatedNodes
+		kind := map[bool]string{true: "real kubelets", false: "simulated"}[real]
+		if g.GPUs != nil {
+			kind += " with GPUs"
+			if inv != nil && *inv != g.GPUs.Inventory {
+				errs = append(errs, fmt.Errorf("%s.gpus.inventory %+v: differs from %+v: the kind provider gives every GPU node one inventory", field, g.GPUs.Inventory, *inv))
+			}
+			inv = &g.GPUs.Inventory
+		}
+		if j, dup := seen[kind]; dup {
+			errs = append(errs, fmt.Errorf("%s: a second group of %s (the first is group %d): the kind provider takes one group of each kind", field, kind, j))
+		}
+		seen[kind] = i
+		switch {
+		case real && g.GPUs != nil:
+			pl.Workers, pl.WorkerLabels = g.Count, g.Labels
+		case real:
+			pl.PlainWorkers, pl.PlainLabels = g.Count, g.Labels
+		case g.GPUs != nil:
+			pl.KwokNodes, pl.KwokLabels, pl.KwokTaints = g.Count, g.Labels, g.Taints
+		default:
+			errs = append(errs, fmt.Errorf("%s: simulated nodes without GPUs: the kind provider's kwok nodes all have GPUs", field))
+		}
+		if real && len(g.Taints) > 0 {
+			// The device plugin's and the system DaemonSets' pods would have to tolerate them.
+			errs = append(errs, fmt.Errorf("%s.taints %v: taints on real kubelets are not supported by the kind provider (taint simulated groups)", field, g.Taints))
+		}
+	}
+	if inv != nil {
+		pl.GPU = *inv
+	}
+	if pl.Workers < 1 {
+		errs = append(errs, fmt.Errorf("nodes: %d real GPU workers: the kind provider needs at least one (it runs the device plugin)", pl.Workers))
+	}
+	return errs
+}
+
+// resolve fills defaults and checks the spec. It is pure, so RenderConfig and Create see the same
+// numbers.
+func resolve(spec clusters.Spec) (plan, error) {
 	if spec.Name == "" {
 		spec.Name = clusters.DefaultName
 	}
@@ -274,18 +311,11 @@ func resolve(spec clusters.Spec, o Options) (plan, error) {
 	if err := validateName(spec.Name); err != nil {
 		errs = append(errs, err)
 	}
-	pl := plan{Spec: spec, Workers: o.Workers, PlainWorkers: o.PlainWorkers, KwokNodes: o.KwokNodes}
-	switch {
-	case pl.Workers > 0 && spec.Nodes > 0 && spec.Nodes != pl.Workers+pl.KwokNodes:
-		errs = append(errs, fmt.Errorf("nodes: %d requested, but the kind provider is set to %d workers + %d kwok nodes", spec.Nodes, pl.Workers, pl.KwokNodes))
-	case pl.Workers == 0 && spec.Nodes > 0:
-		pl.Workers = spec.Nodes - pl.KwokNodes
-		if pl.Workers < 1 {
-			errs = append(errs, fmt.Errorf("nodes: %d requested with %d kwok nodes leaves no kind worker (at least one runs the device plugin)", spec.Nodes, pl.KwokNodes))
-		}
-	case pl.Workers == 0:
-		pl.Workers = 2
+	if err := spec.ValidateShape(capabilities()); err != nil {
+		errs = append(errs, err)
 	}
+	pl := plan{Spec: spec}
+	errs = append(errs, pl.groups(spec)...)
 	// Each worker is a container running a kubelet and containerd; more than a few dozen on one
 	// machine is a mistake (use kwok nodes for scale).
 	if pl.Workers > 50 {
@@ -297,10 +327,6 @@ func resolve(spec clusters.Spec, o Options) (plan, error) {
 	if pl.KwokNodes < 0 || pl.KwokNodes > 20000 {
 		errs = append(errs, fmt.Errorf("kwok nodes: %d is out of range (accepted: 0 to 20000)", pl.KwokNodes))
 	}
-	pl.GPU = spec.GPU
-	if pl.GPU == (fakegpu.Inventory{}) {
-		pl.GPU = o.GPU
-	}
 	if pl.GPU == (fakegpu.Inventory{}) {
 		pl.GPU = fakegpu.Default()
 	}
@@ -308,7 +334,7 @@ func resolve(spec clusters.Spec, o Options) (plan, error) {
 	if err := pl.GPU.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("gpu: %w", err))
 	}
-	img, err := nodeImage(spec.KubernetesVersion, o.NodeImage)
+	img, err := nodeImage(spec.KubernetesVersion, spec.Images.Node)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -325,9 +351,6 @@ func resolve(spec clusters.Spec, o Options) (plan, error) {
 		if _, ok := kubeadmComponent(c); !ok {
 			errs = append(errs, fmt.Errorf("feature gates for %q: not supported on kind (accepted: kube-apiserver, kube-controller-manager, kube-scheduler)", c))
 		}
-	}
-	if spec.SchedulerBinary != "" && o.SchedulerImage != "" {
-		errs = append(errs, fmt.Errorf("scheduler: both an image (%s) and a binary (%s) are given; give one", o.SchedulerImage, spec.SchedulerBinary))
 	}
 	if spec.KubeBinDir != "" {
 		errs = append(errs, errors.New("kube bin dir: the kind provider runs the components of its node image; use the node image option instead"))

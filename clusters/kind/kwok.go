@@ -2,6 +2,7 @@ package kind
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -10,13 +11,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
 	kwokcfg "github.com/gangbench/gangbench/clusters/kwok"
+	"github.com/gangbench/gangbench/internal/poll"
+	"github.com/gangbench/gangbench/internal/proc"
 )
 
 // kwokLaunch is how the kwok controller of one cluster is started.
@@ -31,7 +33,7 @@ type kwokLaunch struct {
 
 // kwokProc is a started kwok controller.
 type kwokProc struct {
-	Ref procRef
+	Ref proc.Ref
 }
 
 // kwokArgs renders the kwok controller's flags; Spec.ExtraArgs[kwok-controller] override them.
@@ -70,51 +72,36 @@ func startKwokProcess(ctx context.Context, l kwokLaunch) (*kwokProc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start kwok controller %s: %w", l.Binary, err)
 	}
-	exited := make(chan error, 1)
-	// Reap the child if it exits while we run; once we exit it is re-parented and reaped by init.
-	go func() { exited <- cmd.Wait() }()
-	ref := refOf(cmd.Process.Pid)
+	// Watched so that it is reaped if it exits while we run; once we exit it is re-parented and
+	// reaped by init.
+	child := proc.Watch(cmd)
+	ref := proc.RefOf(cmd.Process.Pid)
 	p := &kwokProc{Ref: ref}
 
 	url := fmt.Sprintf("http://127.0.0.1:%d%s", l.Port, kwokcfg.HealthzPath)
 	client := &http.Client{Timeout: 2 * time.Second}
-	err = pollEvery(ctx, "kwok controller healthz "+url, 200*time.Millisecond, l.Timeout, func(ctx context.Context) (bool, string) {
-		select {
-		case werr := <-exited:
-			exited <- werr // keep it for the check below
-			return false, fmt.Sprintf("kwok exited: %v", werr)
-		default:
+	err = poll.Until(ctx, "kwok controller healthz "+url, 200*time.Millisecond, l.Timeout, func(ctx context.Context) (bool, string, error) {
+		if !child.Running() {
+			// No point waiting out the timeout for a controller that is gone.
+			return false, "", poll.Stop(fmt.Errorf("kwok controller exited before it was ready (%s)\n--- last lines of %s ---\n%s", child.ExitSummary(), l.LogPath, proc.LogTail(l.LogPath, 20)))
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := client.Do(req)
 		if err != nil {
-			return false, err.Error()
+			return false, "", err
 		}
 		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
+		return resp.StatusCode == http.StatusOK, resp.Status, nil
 	})
-	select {
-	case werr := <-exited:
-		return nil, fmt.Errorf("kwok controller exited before it was ready (%v)\n--- last lines of %s ---\n%s", werr, l.LogPath, logTail(l.LogPath, 20))
-	default:
+	var timeout *poll.TimeoutError
+	if errors.As(err, &timeout) {
+		_ = ref.Stop(context.WithoutCancel(ctx), syscall.SIGTERM, kwokGrace)
+		return nil, fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, l.LogPath, proc.LogTail(l.LogPath, 20))
 	}
 	if err != nil {
-		_ = ref.stop(context.WithoutCancel(ctx), kwokGrace)
-		return nil, fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, l.LogPath, logTail(l.LogPath, 20))
+		return nil, err
 	}
 	return p, nil
-}
-
-func logTail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // freeLoopbackPort asks the kernel for a free 127.0.0.1 port. It is closed before use, so in theory
@@ -194,5 +181,5 @@ func errKwokNotReady(err error, logPath string) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("%w\n--- last lines of %s log (%s) ---\n%s", err, clusters.Kwok, logPath, logTail(logPath, 15))
+	return fmt.Errorf("%w\n--- last lines of %s log (%s) ---\n%s", err, clusters.Kwok, logPath, proc.LogTail(logPath, 15))
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"time"
 
 	"sigs.k8s.io/kind/pkg/cluster/constants"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
@@ -101,30 +100,6 @@ func loadArchive(ctx context.Context, path string, ns []nodes.Node) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// pollEvery runs check every interval until it reports done, ctx ends or timeout passes. The error
-// on timeout carries the last detail check gave, because "timed out" alone says nothing.
-func pollEvery(ctx context.Context, what string, interval, timeout time.Duration, check func(ctx context.Context) (done bool, detail string)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	last := "not checked yet"
-	for {
-		done, detail := check(ctx)
-		if done {
-			return nil
-		}
-		if detail != "" {
-			last = detail
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: not done within %s (last seen: %s): %w", what, timeout, last, ctx.Err())
-		case <-tick.C:
-		}
-	}
 }
 
 func nodesOf(ns ...nodes.Node) []nodes.Node { return ns }

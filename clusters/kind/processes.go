@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/gangbench/gangbench/clusters"
-	"github.com/gangbench/gangbench/observe/procstat"
+	"github.com/gangbench/gangbench/internal/proc"
 )
 
 // Components inside a kind node that are not control-plane components but spend the node's CPU.
@@ -41,7 +41,7 @@ func componentOfComm(comm string) clusters.Component {
 
 // processes finds the cluster's processes on the host: every process below each node container's
 // init (the engine reports its host pid), classified by command name, and the kwok controller.
-func (p *Provider) processes(ctx context.Context, st *state, root procstat.Root) (map[clusters.Component][]int, error) {
+func (p *Provider) processes(ctx context.Context, st *state, root proc.Root) (map[clusters.Component][]int, error) {
 	var ids bytes.Buffer
 	if err := p.opts.Runner(ctx, &ids, st.Engine, "ps", "-q", "--filter", "label="+kindClusterLabel+"="+st.Name); err != nil {
 		return nil, err
@@ -74,7 +74,7 @@ func (p *Provider) processes(ctx context.Context, st *state, root procstat.Root)
 			out[c] = append(out[c], pid)
 		}
 	}
-	if st.Kwok != nil && st.Kwok.alive() {
+	if st.Kwok != nil && st.Kwok.Alive() {
 		out[clusters.Kwok] = []int{st.Kwok.PID}
 	}
 	return out, errors.Join(errs...)

@@ -11,14 +11,14 @@ import (
 	"testing"
 
 	"github.com/gangbench/gangbench/clusters"
-	"github.com/gangbench/gangbench/observe/procstat"
+	"github.com/gangbench/gangbench/internal/proc"
 )
 
 // TestProcesses finds a cluster's processes below its node containers' init processes, by the host
 // pid the engine reports, and classifies them by command name.
 func TestProcesses(t *testing.T) {
 	root := t.TempDir()
-	proc := func(pid, ppid int, comm string) {
+	addProc := func(pid, ppid int, comm string) {
 		dir := filepath.Join(root, fmt.Sprint(pid))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
@@ -30,18 +30,18 @@ func TestProcesses(t *testing.T) {
 			}
 		}
 	}
-	proc(100, 1, "systemd") // the control-plane node's init
-	proc(101, 100, "containerd")
-	proc(102, 101, "containerd-shim")
-	proc(103, 102, "kube-apiserver")
-	proc(104, 102, "etcd")
-	proc(105, 102, "kube-scheduler")
-	proc(106, 102, "kube-controller") // the kernel keeps 15 bytes of kube-controller-manager
-	proc(107, 100, "kubelet")
-	proc(200, 1, "systemd") // a worker
-	proc(201, 200, "kubelet")
-	proc(202, 200, "fakegpu-plugin")
-	proc(300, 1, "dockerd") // not the cluster's
+	addProc(100, 1, "systemd") // the control-plane node's init
+	addProc(101, 100, "containerd")
+	addProc(102, 101, "containerd-shim")
+	addProc(103, 102, "kube-apiserver")
+	addProc(104, 102, "etcd")
+	addProc(105, 102, "kube-scheduler")
+	addProc(106, 102, "kube-controller") // the kernel keeps 15 bytes of kube-controller-manager
+	addProc(107, 100, "kubelet")
+	addProc(200, 1, "systemd") // a worker
+	addProc(201, 200, "kubelet")
+	addProc(202, 200, "fakegpu-plugin")
+	addProc(300, 1, "dockerd") // not the cluster's
 	var calls []string
 	p := &Provider{opts: Options{Runner: func(_ context.Context, out io.Writer, name string, args ...string) error {
 		calls = append(calls, name+" "+strings.Join(args, " "))
@@ -55,7 +55,7 @@ func TestProcesses(t *testing.T) {
 		}
 		return nil
 	}}}
-	got, err := p.processes(context.Background(), &state{Name: "gb", Engine: "docker"}, procstat.Root(root))
+	got, err := p.processes(context.Background(), &state{Name: "gb", Engine: "docker"}, proc.Root(root))
 	if err != nil {
 		t.Fatal(err)
 	}

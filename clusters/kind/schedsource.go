@@ -11,7 +11,7 @@ import (
 )
 
 // schedulerSource is where the scheduler under test comes from: an image in the container engine
-// (Options.SchedulerImage) or a binary wrapped into an image here (Spec.SchedulerBinary). The two
+// (Spec.Images.Scheduler) or a binary wrapped into an image here (Spec.SchedulerBinary). The two
 // differ only in how the image archive is had; loading it into the control-plane node and swapping
 // the static pod are the same (creation.scheduler).
 type schedulerSource struct {
@@ -50,8 +50,8 @@ func (s *schedulerSource) binary() string {
 // component. nil means the node image's own scheduler runs.
 func (p *Provider) resolveScheduler(ctx context.Context, spec clusters.Spec, engine string) (*schedulerSource, error) {
 	switch {
-	case p.opts.SchedulerImage != "":
-		img := p.opts.SchedulerImage
+	case spec.Images.Scheduler != "":
+		img := spec.Images.Scheduler
 		if err := p.opts.Runner(ctx, io.Discard, engine, "image", "inspect", img); err != nil {
 			return nil, fmt.Errorf("scheduler image %s is not in %s (build or pull it there first): %w", img, engine, err)
 		}

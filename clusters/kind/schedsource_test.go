@@ -24,13 +24,14 @@ import (
 )
 
 func TestResolveSchedulerBinary(t *testing.T) {
-	if _, err := resolve(clusters.Spec{SchedulerBinary: "/opt/kube-scheduler"}, Options{}); err != nil {
+	if _, err := resolve(clusters.Spec{SchedulerBinary: "/opt/kube-scheduler"}); err != nil {
 		t.Errorf("scheduler binary refused: %v", err)
 	}
-	if _, err := resolve(clusters.Spec{}, Options{SchedulerImage: "example.com/kube-scheduler:gang"}); err != nil {
+	img := clusters.Images{Scheduler: "example.com/kube-scheduler:gang"}
+	if _, err := resolve(clusters.Spec{Images: img}); err != nil {
 		t.Errorf("scheduler image refused: %v", err)
 	}
-	_, err := resolve(clusters.Spec{SchedulerBinary: "/opt/kube-scheduler"}, Options{SchedulerImage: "example.com/kube-scheduler:gang"})
+	_, err := resolve(clusters.Spec{SchedulerBinary: "/opt/kube-scheduler", Images: img})
 	if err == nil || !strings.Contains(err.Error(), "both an image (example.com/kube-scheduler:gang) and a binary (/opt/kube-scheduler)") {
 		t.Errorf("image and binary: %v", err)
 	}
@@ -41,7 +42,7 @@ func TestResolveSchedulerBinary(t *testing.T) {
 // reported (or fails when reported is "").
 func schedulerBinaryHarness(t *testing.T, ref, reported string) *harness {
 	t.Helper()
-	h := newHarness(t, Options{Workers: 1})
+	h := newHarness(t, Options{}, testShape{Workers: 1})
 	inner := h.kind.onCreate
 	h.kind.onCreate = func(name string) ([]nodes.Node, error) {
 		ns, err := inner(name)
@@ -75,7 +76,7 @@ func TestCreateWithSchedulerBinary(t *testing.T) {
 		Name: testCluster, SchedulerBinary: bin, ReadyTimeout: 10 * time.Second,
 		ComponentFeatureGates: map[clusters.Component]map[string]bool{clusters.Scheduler: {"GenericWorkload": false}},
 	}
-	cl, err := h.p.Create(context.Background(), spec)
+	cl, err := h.p.Create(context.Background(), h.spec(spec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func TestCreateWithSchedulerBinaryVersionFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := schedulerBinaryHarness(t, want.Ref, "")
-	cl, err := h.p.Create(context.Background(), clusters.Spec{Name: testCluster, SchedulerBinary: bin, ReadyTimeout: 10 * time.Second})
+	cl, err := h.p.Create(context.Background(), h.spec(clusters.Spec{Name: testCluster, SchedulerBinary: bin, ReadyTimeout: 10 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,8 +194,8 @@ func TestCreateWithSchedulerBinaryVersionFallback(t *testing.T) {
 
 func TestCreateDynamicSchedulerBinaryFailsEarly(t *testing.T) {
 	bin := schedimagetest.WriteELF(t, filepath.Join(t.TempDir(), "kube-scheduler"), schedimagetest.Machine(), "/lib64/ld-linux-x86-64.so.2")
-	h := newHarness(t, Options{Workers: 1})
-	_, err := h.p.Create(context.Background(), clusters.Spec{Name: testCluster, SchedulerBinary: bin})
+	h := newHarness(t, Options{}, testShape{Workers: 1})
+	_, err := h.p.Create(context.Background(), h.spec(clusters.Spec{Name: testCluster, SchedulerBinary: bin}))
 	if err == nil || !strings.Contains(err.Error(), bin) || !strings.Contains(err.Error(), "dynamically linked") {
 		t.Fatalf("got %v, want the path and 'dynamically linked'", err)
 	}

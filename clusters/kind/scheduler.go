@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gangbench/gangbench/internal/poll"
 )
 
 // Static pod manifest locations inside a kind control-plane node (kubeadm's layout). Manifests are
@@ -159,13 +161,14 @@ func swapScheduler(ctx context.Context, cp nodes.Node, image string, flags map[s
 // scheduler, not the old one lingering.
 func waitSchedulerPod(ctx context.Context, cs kubernetes.Interface, node, image string, timeout time.Duration) error {
 	name := "kube-scheduler-" + node
-	return pollEvery(ctx, "kube-scheduler pod "+name+" Ready with image "+image, 500*time.Millisecond, timeout,
-		func(ctx context.Context) (bool, string) {
+	return poll.Until(ctx, "kube-scheduler pod "+name+" Ready with image "+image, 500*time.Millisecond, timeout,
+		func(ctx context.Context) (bool, string, error) {
 			pod, err := cs.CoreV1().Pods(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
-				return false, err.Error()
+				return false, "", err
 			}
-			return schedulerPodReady(pod, image)
+			ok, seen := schedulerPodReady(pod, image)
+			return ok, seen, nil
 		})
 }
 

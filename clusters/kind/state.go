@@ -9,13 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/internal/proc"
 )
 
 // StateDirEnv overrides where kind cluster state lives.
@@ -53,11 +53,11 @@ type state struct {
 	Created time.Time `json:"created"`
 	Phase   string    `json:"phase"`
 	// Owner is the process that created (or is creating) the cluster.
-	Owner                procRef `json:"owner"`
-	NodeImage            string  `json:"nodeImage"`
-	SchedulerImage       string  `json:"schedulerImage,omitempty"`
-	SchedulerBinary      string  `json:"schedulerBinary,omitempty"` // what SchedulerImage was built from, if it was
-	SchedulerMetricsPort int     `json:"schedulerMetricsPort"`
+	Owner                proc.Ref `json:"owner"`
+	NodeImage            string   `json:"nodeImage"`
+	SchedulerImage       string   `json:"schedulerImage,omitempty"`
+	SchedulerBinary      string   `json:"schedulerBinary,omitempty"` // what SchedulerImage was built from, if it was
+	SchedulerMetricsPort int      `json:"schedulerMetricsPort"`
 	// Network is the engine network the nodes are on, made by kind for this cluster alone (so that
 	// deleting the cluster can delete it without touching a network anyone else uses).
 	Network      string            `json:"network,omitempty"`
@@ -69,8 +69,8 @@ type state struct {
 	ControlPlane string            `json:"controlPlane,omitempty"`
 	Versions     map[string]string `json:"versions,omitempty"`
 	// Kwok is the kwok controller this package started for the cluster's simulated nodes.
-	Kwok     *procRef `json:"kwok,omitempty"`
-	KwokPort int      `json:"kwokPort,omitempty"`
+	Kwok     *proc.Ref `json:"kwok,omitempty"`
+	KwokPort int       `json:"kwokPort,omitempty"`
 	// KwokLaunch is how the kwok controller was started, so a fault can start it again alike.
 	KwokLaunch *kwokLaunch `json:"kwokLaunch,omitempty"`
 }
@@ -141,70 +141,6 @@ func removeState(root, name string) error {
 	return errors.Join(errs...)
 }
 
-// procRef identifies a process across pid reuse (pid plus start time from /proc).
-type procRef struct {
-	PID       int    `json:"pid"`
-	StartTime uint64 `json:"startTime"`
-}
-
-func refOf(pid int) procRef {
-	st, _ := procStartTime(pid)
-	return procRef{PID: pid, StartTime: st}
-}
-
-func (r procRef) alive() bool {
-	if r.PID <= 0 {
-		return false
-	}
-	st, err := procStartTime(r.PID)
-	return err == nil && st == r.StartTime
-}
-
-// procStartTime returns field 22 of /proc/PID/stat (start time in clock ticks since boot).
-func procStartTime(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')') // the command name may contain spaces and parentheses
-	if i < 0 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	fields := strings.Fields(s[i+1:])
-	if len(fields) < 20 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	if fields[0] == "Z" {
-		return 0, fmt.Errorf("process %d is a zombie", pid)
-	}
-	return strconv.ParseUint(fields[19], 10, 64)
-}
-
-// stop signals a recorded process (only if it still is the same process) and waits for it to go:
-// SIGTERM, then SIGKILL after grace. There is no way to wait on a process that is not our child,
-// so /proc is polled with a deadline.
-func (r procRef) stop(ctx context.Context, grace time.Duration) error {
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-		if !r.alive() {
-			return nil
-		}
-		_ = syscall.Kill(r.PID, sig)
-		err := pollEvery(ctx, fmt.Sprintf("process %d to exit after %s", r.PID, sig), 50*time.Millisecond, grace,
-			func(context.Context) (bool, string) { return !r.alive(), "still running" })
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return err
-		}
-	}
-	if r.alive() {
-		return fmt.Errorf("process %d survived SIGKILL", r.PID)
-	}
-	return nil
-}
-
 // kwokGrace is how long the kwok controller gets between SIGTERM and SIGKILL.
 const kwokGrace = 10 * time.Second
 
@@ -272,7 +208,7 @@ func (p *Provider) List(ctx context.Context) ([]clusters.Info, error) {
 // status is one word (plus a reason where it helps) for `cluster list`.
 func (p *Provider) status(ctx context.Context, st *state, l *engineLister) string {
 	if st.Phase != phaseReady {
-		if st.Owner.alive() {
+		if st.Owner.Alive() {
 			return "creating"
 		}
 		return "incomplete"
@@ -283,7 +219,7 @@ func (p *Provider) status(ctx context.Context, st *state, l *engineLister) strin
 		return "unknown (" + st.Engine + " does not answer)"
 	case !slices.Contains(names, st.Name):
 		return "stale"
-	case st.KwokNodes > 0 && (st.Kwok == nil || !st.Kwok.alive()):
+	case st.KwokNodes > 0 && (st.Kwok == nil || !st.Kwok.Alive()):
 		return "degraded (kwok controller not running)"
 	}
 	return "running"
@@ -335,7 +271,7 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if st.Phase != phaseReady && st.Owner.PID != os.Getpid() && st.Owner.alive() {
+	if st.Phase != phaseReady && st.Owner.PID != os.Getpid() && st.Owner.Alive() {
 		return fmt.Errorf("kind cluster %q is being created by process %d; stop that process first (it deletes the cluster when its create fails)", name, st.Owner.PID)
 	}
 	return p.destroy(ctx, st)
@@ -350,7 +286,7 @@ func (p *Provider) destroy(ctx context.Context, st *state) error {
 		st.Kwok = cur.Kwok
 	}
 	if st.Kwok != nil {
-		if err := st.Kwok.stop(ctx, kwokGrace); err != nil {
+		if err := st.Kwok.Stop(ctx, syscall.SIGTERM, kwokGrace); err != nil {
 			errs = append(errs, fmt.Errorf("kwok controller: %w", err))
 		}
 	}

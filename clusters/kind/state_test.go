@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/internal/proc"
 )
 
 // writeReadyState records a cluster as a finished create would.
@@ -48,7 +49,7 @@ func TestListOnlyOurClusters(t *testing.T) {
 	writeReadyState(t, root, "gangbench-a")
 	writeReadyState(t, root, "gone")
 	// A create in progress by a process that died.
-	if err := claimState(root, &state{Name: "halfway", Engine: "docker", Phase: phaseCreating, Owner: procRef{PID: 0}}); err != nil {
+	if err := claimState(root, &state{Name: "halfway", Engine: "docker", Phase: phaseCreating, Owner: proc.Ref{PID: 0}}); err != nil {
 		t.Fatal(err)
 	}
 	infos, err := p.List(context.Background())
@@ -157,7 +158,7 @@ func TestClaimRefusesLiveCreate(t *testing.T) {
 	k := &fakeKind{}
 	p, root := newStateProvider(t, []string{"docker"}, k)
 	// This test process is alive, so its claim stands.
-	if err := claimState(root, &state{Name: "busy", Engine: "docker", Phase: phaseCreating, Owner: refOf(os.Getpid())}); err != nil {
+	if err := claimState(root, &state{Name: "busy", Engine: "docker", Phase: phaseCreating, Owner: proc.RefOf(os.Getpid())}); err != nil {
 		t.Fatal(err)
 	}
 	err := p.claim(context.Background(), &state{Name: "busy", Engine: "docker", Phase: phaseCreating})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/local/pki"
+	"github.com/gangbench/gangbench/internal/proc"
 )
 
 // recordingControl records the operations it is asked for; Kill of the scheduler fails.
@@ -98,8 +99,8 @@ func TestGetHandsOutHolderControl(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The holder is another live process (our parent), the apiserver "runs" (this process).
-		st := &state{Name: "kept", Owner: refOf(os.Getppid()), Detached: detached, Kubeconfig: kc,
-			Procs: map[string]procRef{string(clusters.APIServer): refOf(os.Getpid())}}
+		st := &state{Name: "kept", Owner: proc.RefOf(os.Getppid()), Detached: detached, Kubeconfig: kc,
+			Procs: map[string]proc.Ref{string(clusters.APIServer): proc.RefOf(os.Getpid())}}
 		if err := writeState(dir, st); err != nil {
 			t.Fatal(err)
 		}
@@ -165,8 +166,8 @@ func TestIntegrationHolderControl(t *testing.T) {
 	}
 	for _, c := range []clusters.Component{clusters.Scheduler, clusters.Kwok} {
 		b, a := before.Procs[string(c)], after.Procs[string(c)]
-		if a.PID == b.PID || !a.alive() {
-			t.Errorf("%s: pid %d before, %d after (alive %v): want a new, running process", c, b.PID, a.PID, a.alive())
+		if a.PID == b.PID || !a.Alive() {
+			t.Errorf("%s: pid %d before, %d after (alive %v): want a new, running process", c, b.PID, a.PID, a.Alive())
 		}
 	}
 	if err := cl.Close(context.Background()); err != nil {

@@ -15,6 +15,8 @@ import (
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/internal/poll"
+	"github.com/gangbench/gangbench/internal/proc"
 )
 
 func testLayout() layout {
@@ -158,7 +160,7 @@ func TestFreePortsDistinct(t *testing.T) {
 
 func TestStateRoundTripAndLiveness(t *testing.T) {
 	dir := t.TempDir()
-	st := &state{Name: "x", Owner: refOf(os.Getpid()), Procs: map[string]procRef{"etcd": {PID: 1 << 30, StartTime: 1}}}
+	st := &state{Name: "x", Owner: proc.RefOf(os.Getpid()), Procs: map[string]proc.Ref{"etcd": {PID: 1 << 30, StartTime: 1}}}
 	if err := writeState(dir, st); err != nil {
 		t.Fatal(err)
 	}
@@ -166,14 +168,14 @@ func TestStateRoundTripAndLiveness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !got.Owner.alive() {
+	if !got.Owner.Alive() {
 		t.Error("this process is not recognised as alive")
 	}
-	if got.Procs["etcd"].alive() {
+	if got.Procs["etcd"].Alive() {
 		t.Error("a pid that does not exist is reported alive")
 	}
 	// Same pid, different start time: a reused pid must not count as the recorded process.
-	if (procRef{PID: os.Getpid(), StartTime: got.Owner.StartTime + 1}).alive() {
+	if (proc.Ref{PID: os.Getpid(), StartTime: got.Owner.StartTime + 1}).Alive() {
 		t.Error("pid reuse not detected")
 	}
 	if _, err := readState(t.TempDir()); err == nil || !strings.Contains(err.Error(), clusters.ErrNotFound.Error()) {
@@ -191,17 +193,15 @@ func TestProcessStopEscalates(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The trap must be installed before SIGTERM is sent; the script says so by printing "started".
-	deadline := time.After(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for b, _ := os.ReadFile(log); !strings.Contains(string(b), "\nstarted"); b, _ = os.ReadFile(log) {
-		select {
-		case <-deadline:
-			t.Fatalf("script did not start within 10s (running=%v): %q", p.running(), b)
-		case <-p.exited:
-			t.Fatalf("script exited: %q", b)
-		case <-tick.C:
+	err = poll.Until(context.Background(), "the script to start", 10*time.Millisecond, 10*time.Second, func(context.Context) (bool, string, error) {
+		b, err := os.ReadFile(log)
+		if !p.running() {
+			return false, "", poll.Stop(fmt.Errorf("script exited (%s): %q", p.exitSummary(), b))
 		}
+		return strings.Contains(string(b), "\nstarted"), fmt.Sprintf("log %q", b), err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	start := time.Now()
 	if err := p.stop(syscall.SIGTERM, 300*time.Millisecond); err != nil {
@@ -245,17 +245,18 @@ func TestPdeathsig(t *testing.T) {
 	if err != nil || pid <= 0 {
 		t.Fatalf("helper printed no pid: %q", buf[:n])
 	}
-	st, err := procStartTime(pid)
-	if err != nil {
-		t.Fatalf("child %d not running: %v", pid, err)
+	ref := proc.RefOf(pid)
+	if !ref.Alive() {
+		t.Fatalf("child %d not running", pid)
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if !waitGone(ctx, pid, st, 10*time.Second) {
+	// The child is not ours (it was the helper's), so only /proc tells when it is gone.
+	err = poll.Until(context.Background(), fmt.Sprintf("child %d to die with its SIGKILLed parent", pid), 50*time.Millisecond, 10*time.Second,
+		func(context.Context) (bool, string, error) { return !ref.Alive(), "still running", nil })
+	if err != nil {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
-		t.Fatalf("child %d outlived its SIGKILLed parent", pid)
+		t.Fatal(err)
 	}
 }
 

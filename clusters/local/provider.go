@@ -24,6 +24,8 @@ import (
 	"github.com/gangbench/gangbench/clusters/kwok"
 	"github.com/gangbench/gangbench/clusters/local/pki"
 	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/internal/poll"
+	"github.com/gangbench/gangbench/internal/proc"
 )
 
 // ProviderName is how users select this provider.
@@ -76,6 +78,29 @@ func (p *Provider) Name() string { return ProviderName }
 
 func (p *Provider) clusterDir(name string) string { return filepath.Join(p.stateDir, name) }
 
+// Validate implements clusters.Provider.
+func (p *Provider) Validate(spec clusters.Spec) error { return Validate(spec) }
+
+// Capabilities implements clusters.Provider: every component is a child process (so all of them
+// stop and start), every node is simulated by kwok and keeps its GPUs in its status.
+func (p *Provider) Capabilities() clusters.Capabilities { return capabilities() }
+
+func capabilities() clusters.Capabilities {
+	return clusters.Capabilities{
+		Provider: ProviderName, Creates: true,
+		ComponentControl: clusters.AllComponents(), SimulatedNodes: true, GPUFaults: true,
+		GPUAPIs:      []clusters.GPUAPI{clusters.GPUAPIDevicePlugin},
+		FeatureGates: clusters.AllComponents(), RuntimeConfig: true,
+		NeedsHolder: true, ProcessAccounting: true,
+	}
+}
+
+// EarlyKubeconfig implements clusters.EarlyKubeconfig: Create writes the admin kubeconfig before it
+// starts the apiserver, so a progress display can watch nodes appear while the cluster is made.
+func (p *Provider) EarlyKubeconfig(name string) string {
+	return filepath.Join(p.clusterDir(name), "kubeconfig-admin")
+}
+
 // Validate checks a spec before anything is started or built.
 func Validate(spec clusters.Spec) error {
 	var errs []error
@@ -84,11 +109,23 @@ func Validate(spec clusters.Spec) error {
 			errs = append(errs, err)
 		}
 	}
-	if spec.Nodes < 1 || spec.Nodes > 20000 {
-		errs = append(errs, fmt.Errorf("nodes: %d is out of range (accepted: 1 to 20000)", spec.Nodes))
+	if err := spec.ValidateShape(capabilities()); err != nil {
+		errs = append(errs, err)
 	}
-	if err := spec.GPU.WithDefaults().Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("gpu: %w", err))
+	nodes := 0
+	for i, g := range spec.Groups() {
+		nodes += g.Count
+		if g.GPUs == nil {
+			errs = append(errs, fmt.Errorf("nodeGroups[%d]: nodes without GPUs: the local provider's simulated nodes all have GPUs", i))
+		}
+	}
+	if nodes < 1 || nodes > 20000 {
+		errs = append(errs, fmt.Errorf("nodes: %d is out of range (accepted: 1 to 20000)", nodes))
+	}
+	if len(spec.NodeGroups) == 0 {
+		if err := spec.GPU.WithDefaults().Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("gpu: %w", err))
+		}
 	}
 	if spec.KubernetesVersion != "" {
 		if err := k8sbin.ValidateKubeVersion(spec.KubernetesVersion); err != nil {
@@ -121,6 +158,17 @@ func withDefaults(spec clusters.Spec) clusters.Spec {
 		spec.ReadyTimeout = 3 * time.Minute
 	}
 	spec.GPU = spec.GPU.WithDefaults()
+	if len(spec.NodeGroups) > 0 {
+		// The handle and the state file carry one count and one inventory: all nodes, and the
+		// first group's GPUs.
+		spec.Nodes = 0
+		for _, g := range spec.NodeGroups {
+			spec.Nodes += g.Count
+		}
+		if g := spec.NodeGroups[0]; g.GPUs != nil {
+			spec.GPU = g.GPUs.Inventory.WithDefaults()
+		}
+	}
 	return spec
 }
 
@@ -139,10 +187,10 @@ func (p *Provider) binOptions(spec clusters.Spec) k8sbin.Options {
 // Create implements clusters.Provider. The cluster belongs to this process: its components die with
 // it, and Cluster.Close tears it down.
 func (p *Provider) Create(ctx context.Context, spec clusters.Spec) (*clusters.Cluster, error) {
-	spec = withDefaults(spec)
 	if err := Validate(spec); err != nil {
 		return nil, fmt.Errorf("invalid cluster spec: %w", err)
 	}
+	spec = withDefaults(spec)
 	start := time.Now()
 	dir := p.clusterDir(spec.Name)
 	if err := p.clearStale(ctx, spec.Name); err != nil {
@@ -296,12 +344,17 @@ func (r *run) start(ctx context.Context) (*clusters.Cluster, error) {
 	if err := waitDefaultServiceAccount(ctx, cs, deadline); err != nil {
 		return nil, err
 	}
+	// One numbering over all groups, so a one-group cluster keeps the names it always had.
 	names := kwok.NodeNames("gpu-node", spec.Nodes)
-	if err := kwok.CreateNodes(ctx, cs, names, spec.GPU, fakegpu.NodeOptions{}, 32); err != nil {
-		return nil, fmt.Errorf("create simulated nodes: %w", err)
+	for _, g := range spec.Groups() {
+		opts := fakegpu.NodeOptions{Labels: g.Labels, Taints: g.Taints}
+		if err := kwok.CreateNodes(ctx, cs, names[:g.Count], g.GPUs.Inventory.WithDefaults(), opts, 32); err != nil {
+			return nil, fmt.Errorf("create simulated nodes: %w", err)
+		}
+		names = names[g.Count:]
 	}
 	if err := kwok.WaitNodesReady(ctx, cs, "gangbench.dev/managed=true", spec.Nodes, deadline); err != nil {
-		return nil, fmt.Errorf("%w\n--- last lines of kwok-controller log ---\n%s", err, logTail(r.procs[clusters.Kwok].logPath, 15))
+		return nil, fmt.Errorf("%w\n--- last lines of kwok-controller log ---\n%s", err, proc.LogTail(r.procs[clusters.Kwok].logPath, 15))
 	}
 	// Ready is not yet schedulable: the not-ready taint the apiserver put on each new node goes only
 	// when the node lifecycle controller re-evaluates it, which for a kwok node (lease heartbeats, no
@@ -314,8 +367,8 @@ func (r *run) start(ctx context.Context) (*clusters.Cluster, error) {
 	}
 
 	r.st = &state{
-		Name: spec.Name, Created: time.Now().UTC(), Owner: refOf(os.Getpid()), Ports: pt,
-		Procs: map[string]procRef{}, Versions: map[string]string{}, Binaries: map[string]string{},
+		Name: spec.Name, Created: time.Now().UTC(), Owner: proc.RefOf(os.Getpid()), Ports: pt,
+		Procs: map[string]proc.Ref{}, Versions: map[string]string{}, Binaries: map[string]string{},
 		Nodes: spec.Nodes, GPU: spec.GPU, Kubeconfig: r.l.kubeconfig("admin"), Detached: r.p.detached,
 	}
 	for c, v := range versions {
@@ -324,7 +377,7 @@ func (r *run) start(ctx context.Context) (*clusters.Cluster, error) {
 	}
 	r.mu.Lock()
 	for c, pr := range r.procs {
-		r.st.Procs[string(c)] = refOf(pr.pid())
+		r.st.Procs[string(c)] = proc.RefOf(pr.pid())
 	}
 	err = writeState(r.dir, r.st)
 	r.mu.Unlock()
@@ -403,22 +456,11 @@ func (r *run) startComponent(ctx context.Context, c clusters.Component, timeout 
 // waitDefaultServiceAccount waits for the service-account controller: until it has made "default",
 // the ServiceAccount admission plugin refuses every pod.
 func waitDefaultServiceAccount(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		_, last = cs.CoreV1().ServiceAccounts(corev1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("service account default/default not created by kube-controller-manager within %s: %v", timeout, last)
-		case <-tick.C:
-		}
-	}
+	return poll.Until(ctx, "kube-controller-manager to create service account default/default", 100*time.Millisecond, timeout,
+		func(ctx context.Context) (bool, string, error) {
+			_, err := cs.CoreV1().ServiceAccounts(corev1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+			return err == nil, "", err
+		})
 }
 
 // grace is how long a component gets between SIGTERM and SIGKILL.
@@ -493,7 +535,7 @@ func (r *run) Start(ctx context.Context, c clusters.Component) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.st.Procs[string(c)] = refOf(r.procs[c].pid())
+	r.st.Procs[string(c)] = proc.RefOf(r.procs[c].pid())
 	return writeState(r.dir, r.st)
 }
 
@@ -546,7 +588,7 @@ func processes(dir string) (map[clusters.Component][]int, error) {
 	}
 	out := map[clusters.Component][]int{}
 	for name, ref := range st.Procs {
-		if ref.alive() {
+		if ref.Alive() {
 			out[clusters.Component(name)] = []int{ref.PID}
 		}
 	}
@@ -565,14 +607,14 @@ func (p *Provider) Get(ctx context.Context, name string) (*clusters.Cluster, err
 	if err != nil {
 		return nil, fmt.Errorf("local cluster %q: %w", name, err)
 	}
-	if !st.Procs[string(clusters.APIServer)].alive() {
+	if !st.Procs[string(clusters.APIServer)].Alive() {
 		return nil, fmt.Errorf("local cluster %q is stale (its processes are gone); run `gangbench cluster delete %s`", name, name)
 	}
 	cl, err := handleFromState(dir, st)
 	if err != nil {
 		return nil, err
 	}
-	if sock := controlSocket(dir); st.Detached && st.Owner.alive() && st.Owner.PID != os.Getpid() {
+	if sock := controlSocket(dir); st.Detached && st.Owner.Alive() && st.Owner.PID != os.Getpid() {
 		if fi, err := os.Stat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
 			cl.Control = remoteControl{path: sock}
 		}
@@ -602,7 +644,7 @@ func (p *Provider) List(ctx context.Context) ([]clusters.Info, error) {
 			continue
 		}
 		status := "running"
-		if !st.Procs[string(clusters.APIServer)].alive() {
+		if !st.Procs[string(clusters.APIServer)].Alive() {
 			status = "stale"
 		}
 		out = append(out, clusters.Info{Name: st.Name, Provider: ProviderName, Created: st.Created, Status: status, Nodes: st.Nodes})
@@ -663,20 +705,18 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 		return err
 	}
 	// A detached owner exists only to hold the cluster; asking it to stop lets it tear down in order.
-	if st.Detached && st.Owner.PID != os.Getpid() && st.Owner.alive() {
-		if !signalRecorded(ctx, st.Owner.PID, st.Owner.StartTime, syscall.SIGTERM, 90*time.Second) {
-			signalRecorded(ctx, st.Owner.PID, st.Owner.StartTime, syscall.SIGKILL, 10*time.Second)
-		}
+	if st.Detached && st.Owner.PID != os.Getpid() && st.Owner.Alive() {
+		// Its own failure to stop is not reported: the components it held are stopped below anyway.
+		_ = st.Owner.Stop(ctx, syscall.SIGTERM, 90*time.Second)
 	}
 	var errs []error
 	for _, c := range clusters.StopOrder() {
 		ref, ok := st.Procs[string(c)]
-		if !ok || !ref.alive() {
+		if !ok || !ref.Alive() {
 			continue
 		}
-		if !signalRecorded(ctx, ref.PID, ref.StartTime, syscall.SIGTERM, grace) &&
-			!signalRecorded(ctx, ref.PID, ref.StartTime, syscall.SIGKILL, 10*time.Second) {
-			errs = append(errs, fmt.Errorf("%s (pid %d) survived SIGKILL", c, ref.PID))
+		if err := ref.Stop(ctx, syscall.SIGTERM, grace); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c, err))
 		}
 	}
 	if err := os.RemoveAll(dir); err != nil {

@@ -7,33 +7,30 @@ import (
 	"time"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/internal/poll"
+	"github.com/gangbench/gangbench/internal/proc"
 )
 
 // waitReady polls check until it succeeds, the process exits, or timeout passes. Failure names the
 // component, what was last seen, and the tail of its log, because "timed out" alone sends users digging.
 func waitReady(ctx context.Context, p *process, timeout time.Duration, check func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
 	var last error
-	for {
-		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+	err := poll.Until(ctx, p.name+" to be ready", 100*time.Millisecond, timeout, func(ctx context.Context) (bool, string, error) {
+		if !p.running() {
+			// Waiting out the timeout for a component that is gone would only delay the log tail.
+			return false, "", poll.Stop(fmt.Errorf("%s exited before it was ready (%s); last check: %v", p.name, p.exitSummary(), last))
+		}
+		// One check must not eat the whole wait: an apiserver that accepts and never answers is
+		// asked again.
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		last = check(cctx)
-		ccancel()
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-p.exited:
-			return fmt.Errorf("%s exited before it was ready (%s); last check: %v\n--- last lines of %s ---\n%s",
-				p.name, p.exitSummary(), last, p.logPath, logTail(p.logPath, 25))
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready after %s: last check: %v\n--- last lines of %s ---\n%s",
-				p.name, timeout, last, p.logPath, logTail(p.logPath, 25))
-		case <-tick.C:
-		}
+		return last == nil, "", last
+	})
+	if err != nil {
+		return fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, p.logPath, proc.LogTail(p.logPath, 25))
 	}
+	return nil
 }
 
 // healthCheck GETs a health endpoint and wants a 200 whose body says ok (or, for etcd, health true).

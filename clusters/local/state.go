@@ -12,6 +12,7 @@ import (
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/internal/proc"
 )
 
 // StateDirEnv overrides where cluster state lives (tests use a temp dir; users rarely need it).
@@ -45,31 +46,18 @@ func validateName(name string) error {
 // state is what another process needs to find, use and delete a cluster. It is written once the
 // cluster is ready and rewritten when a component restarts (its pid changes).
 type state struct {
-	Name       string             `json:"name"`
-	Created    time.Time          `json:"created"`
-	Owner      procRef            `json:"owner"`
-	Ports      ports              `json:"ports"`
-	Procs      map[string]procRef `json:"procs"`
-	Versions   map[string]string  `json:"versions"`
-	Binaries   map[string]string  `json:"binaries"`
-	Nodes      int                `json:"nodes"`
-	GPU        fakegpu.Inventory  `json:"gpu"`
-	Kubeconfig string             `json:"kubeconfig"`
+	Name       string              `json:"name"`
+	Created    time.Time           `json:"created"`
+	Owner      proc.Ref            `json:"owner"`
+	Ports      ports               `json:"ports"`
+	Procs      map[string]proc.Ref `json:"procs"`
+	Versions   map[string]string   `json:"versions"`
+	Binaries   map[string]string   `json:"binaries"`
+	Nodes      int                 `json:"nodes"`
+	GPU        fakegpu.Inventory   `json:"gpu"`
+	Kubeconfig string              `json:"kubeconfig"`
 	// Detached owners exist only to hold the cluster and may be signalled by `cluster delete`.
 	Detached bool `json:"detached"`
-}
-
-// procRef identifies a process across pid reuse.
-type procRef struct {
-	PID       int    `json:"pid"`
-	StartTime uint64 `json:"startTime"`
-}
-
-func (r procRef) alive() bool { return sameProcessAlive(r.PID, r.StartTime) }
-
-func refOf(pid int) procRef {
-	st, _ := procStartTime(pid)
-	return procRef{PID: pid, StartTime: st}
 }
 
 func statePath(dir string) string { return filepath.Join(dir, "state.json") }
@@ -103,11 +91,11 @@ func readState(dir string) (*state, error) {
 
 // anyAlive reports whether the owner or any component of a recorded cluster still runs.
 func (s *state) anyAlive() bool {
-	if s.Owner.alive() {
+	if s.Owner.Alive() {
 		return true
 	}
 	for _, p := range s.Procs {
-		if p.alive() {
+		if p.Alive() {
 			return true
 		}
 	}

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/gangbench/gangbench/clusters"
-	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/fakegpu"
 )
 
@@ -28,13 +29,21 @@ func fullLocal() Request {
 	return r
 }
 
-// TestRoundTrip: every field, the time.Duration and the per-component maps among them, comes back
-// from the file as it went in.
+// TestRoundTrip: every field, the time.Duration, the per-component maps and the node groups among
+// them, comes back from the file as it went in.
 func TestRoundTrip(t *testing.T) {
-	kindReq := New("kind", clusters.Spec{Name: "k", Nodes: 3, KubernetesVersion: "v1.37.2", ReadyTimeout: time.Minute,
-		ComponentFeatureGates: map[clusters.Component]map[string]bool{clusters.ControllerManager: {"X": true}}})
-	kindReq.KindOptions = &KindOptions{Engine: "docker", Workers: 1, NodeImage: "img:1", KwokNodes: 2}
-	for _, want := range []Request{fullLocal(), kindReq} {
+	kindReq := New("kind", clusters.Spec{Name: "k", KubernetesVersion: "v1.37.2", ReadyTimeout: time.Minute,
+		ComponentFeatureGates: map[clusters.Component]map[string]bool{clusters.ControllerManager: {"X": true}},
+		Images:                clusters.Images{Node: "img:1", Scheduler: "s:1"}})
+	if err := (FlagShape{Nodes: 3, Workers: 1, KwokNodes: 2, GPU: fakegpu.Inventory{Count: 4}}).Apply(&kindReq.Spec, true); err != nil {
+		t.Fatal(err)
+	}
+	kindReq.Spec.NodeGroups[1].Labels = map[string]string{"rack": "r1"}
+	kindReq.Spec.NodeGroups[1].Taints = []corev1.Taint{{Key: "lane", Value: "a", Effect: corev1.TaintEffectNoSchedule}}
+	kindReq.Engine = "docker"
+	existing := New("existing", clusters.Spec{})
+	existing.Kubeconfig = "/kc"
+	for _, want := range []Request{fullLocal(), kindReq, existing} {
 		path := filepath.Join(t.TempDir(), FileName)
 		if err := want.Write(path); err != nil {
 			t.Fatal(err)
@@ -49,18 +58,19 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestDecodeRefuses: what the request says about itself is checked where it is read; the
+// provider's rules are the provider's (clusters/providers' tests).
 func TestDecodeRefuses(t *testing.T) {
 	tests := []struct {
 		name, json, want string
 	}{
-		{"unknown field", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"ClusterRequest","provider":"local","spec":{"nodes":1,"featureGate":{}}}`, `unknown field "featureGate"`},
+		{"unknown field", `{"apiVersion":"gangbench.dev/v1alpha2","kind":"ClusterRequest","provider":"local","spec":{"nodes":1,"featureGate":{}}}`, `unknown field "featureGate"`},
 		{"no apiVersion", `{"provider":"local","spec":{"nodes":1}}`, `apiVersion ""`},
-		{"provider", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"ClusterRequest","provider":"auto","spec":{"nodes":1}}`, `provider "auto": accepted local, kind`},
-		{"kind option on local", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"ClusterRequest","provider":"local","spec":{"nodes":1},"kindOptions":{"engine":"docker"}}`, "are kind options"},
-		{"bad engine", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"ClusterRequest","provider":"kind","spec":{},"kindOptions":{"engine":"lxc"}}`, `kind engine "lxc"`},
-		{"kube bin dir on kind", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"ClusterRequest","provider":"kind","spec":{"kubeBinDir":"/x"}}`, "kube bin dir"},
-		{"held kind", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"ClusterRequest","provider":"kind","spec":{"name":"x"},"held":true}`, "held"},
-		{"local nodes", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"ClusterRequest","provider":"local","spec":{"nodes":0}}`, "nodes: 0"},
+		{"old apiVersion", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"ClusterRequest","provider":"kind","spec":{},"kindOptions":{"workers":2}}`, `gangbench.dev/v1alpha1 is no longer read`},
+		{"old apiVersion, new fields", `{"apiVersion":"gangbench.dev/v1alpha1","kind":"ClusterRequest","provider":"local","spec":{"nodes":1}}`, `spec.nodeGroups`},
+		{"kind options", `{"apiVersion":"gangbench.dev/v1alpha2","kind":"ClusterRequest","provider":"kind","spec":{},"kindOptions":{"engine":"docker"}}`, `unknown field "kindOptions"`},
+		{"no provider", `{"apiVersion":"gangbench.dev/v1alpha2","kind":"ClusterRequest","spec":{"nodes":1}}`, `provider: empty`},
+		{"held without name", `{"apiVersion":"gangbench.dev/v1alpha2","kind":"ClusterRequest","provider":"local","spec":{"nodes":1},"held":true}`, "held without a cluster name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,26 +82,65 @@ func TestDecodeRefuses(t *testing.T) {
 	}
 }
 
-func TestKindOptionsReachTheProvider(t *testing.T) {
-	r := New("kind", clusters.Spec{Nodes: 3})
-	r.KindOptions = &KindOptions{Engine: "podman", Workers: 1, NodeImage: "img:1", SchedulerImage: "s:1", KwokNodes: 2}
-	r.Keep = true
-	r.CacheDir = "/c"
-	got := r.kindOptions()
-	if got.Engine != "podman" || got.Workers != 1 || got.NodeImage != "img:1" || got.SchedulerImage != "s:1" || got.KwokNodes != 2 || !got.Keep {
-		t.Errorf("kind options = %+v", got)
+// TestFlagShape: --nodes, --workers and --kwok-nodes become node groups once, with the rules the
+// kind provider used to apply to them itself.
+func TestFlagShape(t *testing.T) {
+	count := func(spec clusters.Spec) (real, plain, sim int) {
+		for _, g := range spec.NodeGroups {
+			switch {
+			case g.Kubelet == clusters.SimulatedNodes:
+				sim += g.Count
+			case g.GPUs == nil:
+				plain += g.Count
+			default:
+				real += g.Count
+			}
+		}
+		return real, plain, sim
 	}
-	if b := r.Binaries(nil); b.CacheDir != "/c" {
-		t.Errorf("binaries = %+v", b)
+	tests := []struct {
+		f                FlagShape
+		real, plain, sim int
+	}{
+		{FlagShape{}, 2, 0, 0},
+		{FlagShape{Nodes: 3}, 3, 0, 0},
+		{FlagShape{Nodes: 10, KwokNodes: 8}, 2, 0, 8},
+		{FlagShape{Nodes: 5, Workers: 1, KwokNodes: 4}, 1, 0, 4},
+		{FlagShape{Workers: 1, KwokNodes: 100}, 1, 0, 100},
+		{FlagShape{Nodes: 1, PlainWorkers: 1}, 1, 1, 0},
+		{FlagShape{}.ForSuites(true), 2, 0, 1},
+		{FlagShape{Nodes: 3, Workers: 1}.ForSuites(true), 1, 0, 2},
 	}
-	var o kind.Options
-	for _, opt := range r.KindProviderOptions(r.Binaries(nil)) {
-		opt(&o)
+	for _, tt := range tests {
+		var spec clusters.Spec
+		if err := tt.f.Apply(&spec, true); err != nil {
+			t.Errorf("%+v: %v", tt.f, err)
+			continue
+		}
+		if r, p, s := count(spec); r != tt.real || p != tt.plain || s != tt.sim {
+			t.Errorf("%+v: %d real + %d plain + %d simulated, want %d + %d + %d", tt.f, r, p, s, tt.real, tt.plain, tt.sim)
+		}
 	}
-	if o.Engine != "podman" || o.Workers != 1 || o.NodeImage != "img:1" || o.SchedulerImage != "s:1" || o.KwokNodes != 2 || !o.Keep || o.Bins.CacheDir != "/c" {
-		t.Errorf("provider options = %+v", o)
+	for _, tt := range []struct {
+		f    FlagShape
+		real bool
+		want []string
+	}{
+		{FlagShape{Nodes: 5, Workers: 2, KwokNodes: 1}, true, []string{"5 requested", "2 workers + 1 kwok"}},
+		{FlagShape{Nodes: 2, KwokNodes: 2}, true, []string{"no real worker"}},
+		{FlagShape{Nodes: -1}, true, []string{"nodes (-1)"}},
+		{FlagShape{Nodes: 2, Workers: 1}, false, []string{"workers (1)", "every node is simulated"}},
+	} {
+		var spec clusters.Spec
+		err := tt.f.Apply(&spec, tt.real)
+		for _, w := range tt.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%+v: %v, want it to mention %q", tt.f, err, w)
+			}
+		}
 	}
-	if _, err := r.NewProvider(nil, nil); err != nil {
-		t.Errorf("provider: %v", err)
+	var spec clusters.Spec
+	if err := (FlagShape{Nodes: 4, GPU: fakegpu.Inventory{Count: 2}}).Apply(&spec, false); err != nil || spec.Nodes != 4 || spec.GPU.Count != 2 || spec.NodeGroups != nil {
+		t.Errorf("without real kubelets: %+v, %v", spec, err)
 	}
 }

@@ -53,11 +53,14 @@ type clusterFlags struct {
 	kwokNodes      int
 	// fs is the command's flag set, to tell a flag the user gave from its default.
 	fs *pflag.FlagSet
+	// newProvider is the command's one constructor of providers (globalOpts.newProvider).
+	newProvider request.Factory
 }
 
-func (f *clusterFlags) register(cmd *cobra.Command, defaultNodes int) {
+func (f *clusterFlags) register(cmd *cobra.Command, g *globalOpts, defaultNodes int) {
 	fs := cmd.Flags()
 	f.fs = fs
+	f.newProvider = g.newProvider
 	fs.StringVar(&f.provider, "provider", defaultProvider, "cluster provider: local (processes + kwok nodes, no container engine), kind (real kubelets, needs a container engine), or auto (kind when an engine answers, else local)")
 	fs.StringVar(&f.name, "name", clusters.DefaultName, "cluster name")
 	fs.IntVar(&f.nodes, "nodes", defaultNodes, "number of simulated GPU nodes")
@@ -120,43 +123,80 @@ func (f *clusterFlags) resolveProvider(ctx context.Context, stderr io.Writer) st
 }
 
 // request resolves the flags into the cluster request for provider (local or kind, already
-// resolved from auto): one request, whichever process then creates the cluster. A kind flag with
-// local is refused by name rather than ignored. Paths are made absolute, as the request may be
-// read in another directory (the suites binary runs in suites/). Callers fill what their run needs
-// and then call Validate.
+// resolved from auto): one request, whichever process then creates the cluster, with the cluster's
+// whole shape in its spec (--nodes, --workers and --kwok-nodes become node groups here, once, by the
+// provider's capabilities). A flag the provider cannot take (no images, no real kubelets) is
+// refused naming itself rather than ignored. Paths are made absolute, as the request may be read in another directory (the suites binary runs in
+// suites/). Callers fill what their run needs and then call validateRequest.
 func (f *clusterFlags) request(provider string) (request.Request, error) {
-	if provider == local.ProviderName {
-		var given []string
-		for _, o := range []struct {
-			flag string
-			set  bool
-			val  any
-		}{{"engine", f.engine != "", f.engine}, {"workers", f.workers != 0, f.workers}, {"node-image", f.nodeImage != "", f.nodeImage},
-			{"scheduler-image", f.schedulerImage != "", f.schedulerImage}, {"kwok-nodes", f.kwokNodes != 0, f.kwokNodes}} {
-			if o.set {
-				given = append(given, fmt.Sprintf("--%s %v", o.flag, o.val))
-			}
+	return f.requestShaped(provider, nil)
+}
+
+// requestShaped is request with the flags' shape adjusted first, for the run's needs (the suites'
+// lanes, upstream's two nodes).
+func (f *clusterFlags) requestShaped(provider string, adjust func(*request.FlagShape, clusters.Capabilities)) (request.Request, error) {
+	p, err := providerOf(f.newProvider, request.New(provider, clusters.Spec{}), request.Env{})
+	if err != nil {
+		return request.Request{}, usageError{err}
+	}
+	caps := p.Capabilities()
+	var given []string
+	for _, o := range []struct {
+		flag string
+		set  bool
+		val  any
+	}{{"engine", f.engine != "" && !caps.Images, f.engine}, {"workers", f.workers != 0 && !caps.RealKubelets, f.workers}, {"node-image", f.nodeImage != "" && !caps.Images, f.nodeImage},
+		{"scheduler-image", f.schedulerImage != "" && !caps.Images, f.schedulerImage}, {"kwok-nodes", f.kwokNodes != 0 && !caps.RealKubelets, f.kwokNodes}} {
+		if o.set {
+			given = append(given, fmt.Sprintf("--%s %v", o.flag, o.val))
 		}
-		if len(given) > 0 {
-			how := "add --provider kind"
-			if f.provider == "auto" {
-				how = "provider auto chose local; add --provider kind to insist"
-			}
-			return request.Request{}, usageError{fmt.Errorf("%s: kind options, but the cluster is local (%s)", strings.Join(given, ", "), how)}
+	}
+	if len(given) > 0 {
+		how := "add --provider kind"
+		if f.provider == "auto" {
+			how = "provider auto chose " + caps.Provider + "; add --provider kind to insist"
 		}
+		return request.Request{}, usageError{fmt.Errorf("%s: kind options, but the cluster is %s (%s)", strings.Join(given, ", "), caps.Provider, how)}
 	}
 	spec, err := f.spec()
 	if err != nil {
 		return request.Request{}, err
 	}
-	spec.SchedulerBinary = absOrEmpty(spec.SchedulerBinary)
-	spec.KubeBinDir = absOrEmpty(spec.KubeBinDir)
 	r := request.New(provider, spec)
+	r.Spec.SchedulerBinary = absOrEmpty(spec.SchedulerBinary)
+	r.Spec.KubeBinDir = absOrEmpty(spec.KubeBinDir)
+	r.Spec.Images = clusters.Images{Node: f.nodeImage, Scheduler: f.schedulerImage}
 	r.CacheDir = absOrEmpty(f.cacheDir)
-	if provider == kind.ProviderName {
-		r.KindOptions = &request.KindOptions{Engine: f.engine, Workers: f.workers, NodeImage: f.nodeImage, SchedulerImage: f.schedulerImage, KwokNodes: f.kwokNodes}
+	r.Engine = f.engine
+	shape := request.FlagShape{Nodes: f.nodes, Workers: f.workers, KwokNodes: f.kwokNodes, GPU: spec.GPU}
+	if adjust != nil {
+		adjust(&shape, caps)
+	}
+	if err := shape.Apply(&r.Spec, caps.RealKubelets); err != nil {
+		return request.Request{}, usageError{fmt.Errorf("cluster request: %w", err)}
 	}
 	return r, nil
+}
+
+// providerOf builds req's provider through the one constructor.
+func providerOf(newProvider request.Factory, req request.Request, env request.Env) (clusters.Provider, error) {
+	if newProvider == nil {
+		return nil, errors.New("no cluster provider constructor wired (main passes clusters/providers.New)")
+	}
+	return newProvider(req, env)
+}
+
+// validateRequest checks req with its provider's rules (Provider.Validate) before anything is built
+// or started; a bad request is the user's, so a usage error naming the field.
+func validateRequest(newProvider request.Factory, req request.Request) error {
+	p, err := providerOf(newProvider, req, request.Env{})
+	if err != nil {
+		return usageError{err}
+	}
+	if err := p.Validate(req.Spec); err != nil {
+		return usageError{fmt.Errorf("cluster request: %w", err)}
+	}
+	return nil
 }
 
 // lookup is the named flag when the flags were registered on a command (tests build clusterFlags
@@ -264,8 +304,8 @@ func (f *clusterFlags) spec() (clusters.Spec, error) {
 	if len(sargs) > 0 {
 		spec.ExtraArgs = map[clusters.Component]map[string]string{clusters.Scheduler: sargs}
 	}
-	// The provider's own rules (local.Validate, kind.Validate) apply to the whole request, once its
-	// user has filled in what it needs (request.Request.Validate).
+	// The provider's own rules (Provider.Validate) apply to the whole request, once its user has
+	// filled in what it needs (validateRequest).
 	return spec, nil
 }
 
@@ -275,7 +315,7 @@ func (f *clusterFlags) binOptions(progress io.Writer) k8sbin.Options {
 
 func newClusterCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{Use: "cluster", Short: "Create, list and delete clusters with fake GPU nodes"}
-	cmd.AddCommand(newClusterCreateCmd(g, stdout, stderr), newClusterDeleteCmd(g, stdout), newClusterListCmd(stdout), newClusterKubeconfigCmd(stdout))
+	cmd.AddCommand(newClusterCreateCmd(g, stdout, stderr), newClusterDeleteCmd(g, stdout), newClusterListCmd(g, stdout), newClusterKubeconfigCmd(g, stdout))
 	return cmd
 }
 
@@ -321,17 +361,21 @@ swaps it in on the control-plane node, as it does an image given with --schedule
 				if req, err = f.request(f.resolveProvider(cmd.Context(), stderr)); err != nil {
 					return err
 				}
-				if err := req.Validate(); err != nil {
-					return usageError{err}
+				if err := validateRequest(g.newProvider, req); err != nil {
+					return err
 				}
 			}
-			if req.Provider == kind.ProviderName {
-				return createKind(cmd.Context(), g, req, stdout, stderr)
+			p, err := providerOf(g.newProvider, req, request.Env{})
+			if err != nil {
+				return usageError{err}
+			}
+			if p.Capabilities().KeepRunning {
+				return createKept(cmd.Context(), g, req, stdout, stderr)
 			}
 			if foreground {
 				return holdCluster(cmd.Context(), g, req, stderr, readyFD)
 			}
-			cl, err := createDetached(cmd.Context(), g.verbose, req, stderr)
+			cl, err := createDetached(cmd.Context(), g, req, stderr)
 			if err != nil {
 				return err
 			}
@@ -339,7 +383,7 @@ swaps it in on the control-plane node, as it does an image given with --schedule
 			return nil
 		},
 	}
-	f.register(cmd, 4)
+	f.register(cmd, g, 4)
 	cmd.Flags().BoolVar(&foreground, "foreground", false, "hold the cluster in this process until interrupted (Ctrl-C deletes it)")
 	cmd.Flags().IntVar(&readyFD, "ready-fd", 0, "internal: file descriptor to report readiness on")
 	_ = cmd.Flags().MarkHidden("ready-fd")
@@ -358,11 +402,7 @@ func holdCluster(ctx context.Context, g *globalOpts, req request.Request, stderr
 		ready = os.NewFile(uintptr(readyFD), "ready")
 		defer ready.Close()
 	}
-	var extra []local.Option
-	if ready != nil {
-		extra = append(extra, local.WithDetachedOwner())
-	}
-	p, err := req.NewProvider(g.logger(stderr), stderr, extra...)
+	p, err := providerOf(g.newProvider, req, request.Env{Log: g.logger(stderr), Progress: stderr, Holder: ready != nil})
 	if err != nil {
 		return err
 	}
@@ -388,7 +428,7 @@ func holdCluster(ctx context.Context, g *globalOpts, req request.Request, stderr
 // --foreground` in its own session to hold the local cluster of req, waits for it to report ready,
 // and returns the cluster's handle (its Control asks the holder). `cluster create` and `e2e
 // --keep-cluster` keep local clusters this way.
-func createDetached(ctx context.Context, verbose bool, req request.Request, stderr io.Writer) (*clusters.Cluster, error) {
+func createDetached(ctx context.Context, g *globalOpts, req request.Request, stderr io.Writer) (*clusters.Cluster, error) {
 	spec := req.Spec
 	if spec.Name == "" {
 		spec.Name = clusters.DefaultName
@@ -425,7 +465,7 @@ func createDetached(ctx context.Context, verbose bool, req request.Request, stde
 	defer r.Close()
 	// The request goes whole on standard input: nothing of it is flattened into flags again.
 	args := []string{"cluster", "create", "--foreground", "--ready-fd", "3", "--cluster-request", "-"}
-	if verbose {
+	if g.verbose {
 		args = append(args, "--verbose")
 	}
 	child := exec.Command(self, args...)
@@ -471,17 +511,18 @@ func createDetached(ctx context.Context, verbose bool, req request.Request, stde
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 		return nil, ctx.Err()
 	}
-	p, err := local.New()
+	p, err := providerOf(g.newProvider, req, request.Env{})
 	if err != nil {
 		return nil, err
 	}
 	return p.Get(ctx, spec.Name)
 }
 
-// createKind creates a kind cluster; it outlives this command by nature (containers), so no holder.
-func createKind(ctx context.Context, g *globalOpts, req request.Request, stdout, stderr io.Writer) error {
+// createKept creates a cluster of a provider whose clusters outlive this command by themselves
+// (kind's containers), so no holder.
+func createKept(ctx context.Context, g *globalOpts, req request.Request, stdout, stderr io.Writer) error {
 	req.Keep = true
-	p, err := req.NewProvider(g.logger(stderr), stderr)
+	p, err := providerOf(g.newProvider, req, request.Env{Log: g.logger(stderr), Progress: stderr})
 	if err != nil {
 		return usageError{err}
 	}
@@ -493,22 +534,30 @@ func createKind(ctx context.Context, g *globalOpts, req request.Request, stdout,
 	return nil
 }
 
-// allProviders are the providers whose clusters list/delete/kubeconfig look at.
-func allProviders() ([]clusters.Provider, error) {
-	l, err := local.New()
-	if err != nil {
-		return nil, err
+// allProviders are the providers whose clusters list/delete/kubeconfig look at: those of the
+// edge's list (globalOpts.providerNames) that create clusters, built by the one constructor.
+func allProviders(g *globalOpts) ([]clusters.Provider, error) {
+	var ps []clusters.Provider
+	for _, name := range g.providerNames {
+		p, err := providerOf(g.newProvider, request.New(name, clusters.Spec{}), request.Env{})
+		if err != nil {
+			// A provider that needs more than a name to exist (existing: a kubeconfig) has no
+			// clusters of its own to list.
+			continue
+		}
+		if p.Capabilities().Creates {
+			ps = append(ps, p)
+		}
 	}
-	k, err := kind.New()
-	if err != nil {
-		return nil, err
+	if len(ps) == 0 {
+		return nil, errors.New("no cluster provider wired (main passes clusters/providers)")
 	}
-	return []clusters.Provider{l, k}, nil
+	return ps, nil
 }
 
 // findCluster returns the provider that knows the named cluster.
-func findCluster(ctx context.Context, name string) (clusters.Provider, *clusters.Cluster, error) {
-	ps, err := allProviders()
+func findCluster(ctx context.Context, g *globalOpts, name string) (clusters.Provider, *clusters.Cluster, error) {
+	ps, err := allProviders(g)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -562,7 +611,7 @@ gangbench.dev/managed=true. Nothing else is touched.`,
 			if len(args) == 1 {
 				name = args[0]
 			}
-			ps, err := allProviders()
+			ps, err := allProviders(g)
 			if err != nil {
 				return err
 			}
@@ -628,13 +677,13 @@ func deleteManagedObjects(ctx context.Context, kubeconfig string, safety existin
 	return nil
 }
 
-func newClusterListCmd(stdout io.Writer) *cobra.Command {
+func newClusterListCmd(g *globalOpts, stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List clusters gangbench created on this machine",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ps, err := allProviders()
+			ps, err := allProviders(g)
 			if err != nil {
 				return err
 			}
@@ -661,7 +710,7 @@ func newClusterListCmd(stdout io.Writer) *cobra.Command {
 	}
 }
 
-func newClusterKubeconfigCmd(stdout io.Writer) *cobra.Command {
+func newClusterKubeconfigCmd(g *globalOpts, stdout io.Writer) *cobra.Command {
 	var name string
 	cmd := &cobra.Command{
 		Use:     "kubeconfig [NAME]",
@@ -672,7 +721,7 @@ func newClusterKubeconfigCmd(stdout io.Writer) *cobra.Command {
 			if len(args) == 1 {
 				name = args[0]
 			}
-			_, cl, err := findCluster(cmd.Context(), name)
+			_, cl, err := findCluster(cmd.Context(), g, name)
 			if err != nil {
 				return err
 			}

@@ -16,8 +16,6 @@ import (
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
-	"github.com/gangbench/gangbench/clusters/kind"
-	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/clusters/request"
 	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf"
@@ -97,7 +95,7 @@ Writes compare.md, compare.json and compare.html (self-contained, with plots) in
 			return runCompare(cmd.Context(), g, &f, stdout, stderr)
 		},
 	}
-	f.cluster.register(cmd, 0)
+	f.cluster.register(cmd, g, 0)
 	fs := cmd.Flags()
 	for _, s := range []*compareSide{&f.old, &f.new} {
 		fs.StringVar(&s.version, s.name+"-version", clusters.DefaultKubernetesVersion, s.name+" side: Kubernetes version of the control plane")
@@ -281,18 +279,14 @@ func (f *compareFlags) runBoth(ctx context.Context, g *globalOpts, root, runDir 
 		if _, err := k8sbin.Ensure(ctx, spec.KubernetesVersion, req.Binaries(stderr)); err != nil {
 			return codedError{err, exitError}
 		}
-		if provider == kind.ProviderName {
-			if cf.kwokNodes != 0 {
-				return usageError{errors.New("--kwok-nodes: compare derives the kwok nodes from each scenario's node count minus --workers")}
-			}
-			sources[s] = &perf.KindSource{Options: req.KindProviderOptions(req.Binaries(stderr)), Workers: cf.workers, Base: spec}
-			continue
-		}
-		p, err := local.New(local.WithBinaries(req.Binaries(stderr)))
+		p, err := providerOf(g.newProvider, req, request.Env{Progress: stderr})
 		if err != nil {
 			return codedError{err, exitError}
 		}
-		sources[s] = &perf.LocalSource{Provider: p, Base: spec}
+		if p.Capabilities().RealKubelets && cf.kwokNodes != 0 {
+			return usageError{errors.New("--kwok-nodes: compare derives the kwok nodes from each scenario's node count minus --workers")}
+		}
+		sources[s] = &perf.ProviderSource{Provider: p, Base: spec, Workers: cf.workers}
 	}
 	for rep := 1; rep <= f.repetitions; rep++ {
 		for _, s := range pairOrder(sides, rep) {

@@ -23,9 +23,7 @@ import (
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/existing"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
-	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/kind/schedimage"
-	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/clusters/request"
 	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/suites"
@@ -80,7 +78,7 @@ Exit codes: 0 every assertion passed; 1 an assertion failed; 2 usage; 4 the harn
 			return runE2E(cmd.Context(), g, &f, stdout, stderr)
 		},
 	}
-	f.cluster.register(cmd, 0)
+	f.cluster.register(cmd, g, 0)
 	cmd.Flags().Lookup("nodes").Usage = "simulated GPU nodes besides the suites' own lane nodes (default: 1 on local; on kind the GPU nodes are --workers plus kwok nodes, default 2 workers + 1)"
 	cmd.Flags().Lookup("name").Usage = "cluster name (default: e2e-<pid>, unique to the run)"
 	cmd.Flags().Lookup("name").DefValue = ""
@@ -272,14 +270,20 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 		return nil, "", codedError{err, 4}
 	}
 	runDir, _ = filepath.Abs(runDir)
-	provider := local.ProviderName
 	var req request.Request
+	// caps are those of the provider that creates the cluster; none with --kubeconfig.
+	var caps clusters.Capabilities
 	if f.kubeconfig == "" {
-		provider = f.cluster.resolveProvider(ctx, stderr)
+		provider := f.cluster.resolveProvider(ctx, stderr)
 		var err error
 		if req, err = e2eRequest(f, provider, os.Getpid()); err != nil {
 			return nil, "", err
 		}
+		p, err := providerOf(f.cluster.newProvider, req, request.Env{})
+		if err != nil {
+			return nil, "", usageError{err}
+		}
+		caps = p.Capabilities()
 		spec = req.Spec
 		// The suite binary creates (or attaches to) the cluster of this file, and run.json records it.
 		if err := req.Write(filepath.Join(runDir, request.FileName)); err != nil {
@@ -296,10 +300,7 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 		}
 		return r, "", nil
 	}
-	if f.kubeconfig == "" && provider == local.ProviderName {
-		if err := local.Validate(spec); err != nil {
-			return nil, "", usageError{err}
-		}
+	if caps.Creates && !caps.Images {
 		// Built here, with progress on the terminal, rather than silently inside the test binary.
 		if _, err := k8sbin.Ensure(ctx, spec.KubernetesVersion, f.cluster.binOptions(stderr)); err != nil {
 			if ctx.Err() != nil {
@@ -308,14 +309,14 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 			return nil, "", codedError{err, 4}
 		}
 	}
-	if f.kubeconfig == "" && provider == kind.ProviderName && spec.SchedulerBinary != "" {
+	if caps.Images && spec.SchedulerBinary != "" {
 		// Checked here too: the suite binary's kind provider would refuse a binary that cannot run
 		// in an image only after the suites have compiled.
 		if _, err := schedimage.Inspect(ctx, spec.SchedulerBinary); err != nil {
 			return nil, "", codedError{err, 4}
 		}
 	}
-	if f.kubeconfig == "" && provider == kind.ProviderName {
+	if caps.Images {
 		// Built (or reused) here, with its phases and times on the terminal: inside the suite binary a
 		// cold build is half an hour of silence, and its failure reached only suites.log.
 		if err := f.cluster.ensureNodeImage(ctx, root, stderr); err != nil {
@@ -370,7 +371,7 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 		// created would die with it. The suites attach to it by name and inject faults through the
 		// holder.
 		fmt.Fprintf(stderr, "creating cluster %q, kept after the run …\n", req.Spec.Name)
-		if _, err := createDetached(ctx, f.verbose, req, stderr); err != nil {
+		if _, err := createDetached(ctx, &globalOpts{verbose: f.verbose, newProvider: f.cluster.newProvider}, req, stderr); err != nil {
 			if ctx.Err() != nil {
 				return interruptedEarly()
 			}
@@ -507,8 +508,15 @@ func suitesArgs(f *e2eFlags, bin, runDir, upstreamBin string) (args, selected []
 // e2eRequest is the cluster request of an e2e run on provider: the cluster flags, the e2e-only
 // ones (--runtime-config, --keep-cluster) and what the suites need (suites.ClusterRequest), so that
 // the recorded request is the cluster created. pid names the cluster when --name is not given.
+// It is validated here, once, by the provider's rules; the suites binary creates from it as it is.
 func e2eRequest(f *e2eFlags, provider string, pid int) (request.Request, error) {
-	req, err := f.cluster.request(provider)
+	req, err := f.cluster.requestShaped(provider, func(s *request.FlagShape, caps clusters.Capabilities) {
+		*s = s.ForSuites(caps.RealKubelets)
+		if f.upstream && !caps.RealKubelets && s.Nodes < 2 {
+			// Upstream's preemption specs spread victims over two nodes; the lanes are gone by then.
+			s.Nodes = 2
+		}
+	})
 	if err != nil {
 		return request.Request{}, err
 	}
@@ -522,17 +530,20 @@ func e2eRequest(f *e2eFlags, provider string, pid int) (request.Request, error) 
 			req.Spec.RuntimeConfig[k] = v
 		}
 	}
-	req.Keep = f.keepCluster
-	// A local cluster's processes die with whoever started them; one kept after the run is created
-	// and held by a holder process instead (createDetached), which the suites attach to.
-	req.Held = f.keepCluster && provider == local.ProviderName
-	req = suites.ClusterRequest(req, pid)
-	if f.upstream && provider == local.ProviderName && req.Spec.Nodes < 2 {
-		// Upstream's preemption specs spread victims over two nodes; the lanes are gone by then.
-		req.Spec.Nodes = 2
-	}
-	if err := req.Validate(); err != nil {
+	p, err := providerOf(f.cluster.newProvider, req, request.Env{})
+	if err != nil {
 		return request.Request{}, usageError{err}
+	}
+	caps := p.Capabilities()
+	req.Keep = f.keepCluster
+	// A cluster whose processes die with whoever started them is, when kept after the run, created
+	// and held by a holder process instead (createDetached), which the suites attach to.
+	req.Held = f.keepCluster && caps.NeedsHolder
+	if req, err = suites.ClusterRequest(req, caps, pid); err != nil {
+		return request.Request{}, usageError{err}
+	}
+	if err := validateRequest(f.cluster.newProvider, req); err != nil {
+		return request.Request{}, err
 	}
 	return req, nil
 }
@@ -583,6 +594,16 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 
 func environmentOf(runDir string, f *e2eFlags, spec clusters.Spec) results.Environment {
 	env := results.Environment{Host: results.CurrentHost(), SchedulerBinary: f.cluster.schedulerBin, Nodes: spec.Nodes, GPUsPerNode: spec.GPU.Count}
+	// With node groups (real kubelets beside simulated nodes) the GPU nodes are counted over the
+	// groups and the GPUs per node are the first GPU group's.
+	for _, g := range spec.NodeGroups {
+		if g.GPUs != nil {
+			env.Nodes += g.Count
+			if env.GPUsPerNode == 0 {
+				env.GPUsPerNode = g.GPUs.Inventory.Count
+			}
+		}
+	}
 	info := clusterInfoOf(runDir)
 	env.Provider = info.Provider
 	env.KubernetesVersion = info.Versions[string(clusters.APIServer)]
@@ -609,7 +630,7 @@ func environmentOf(runDir string, f *e2eFlags, spec clusters.Spec) results.Envir
 		env.ClusterName = req.Spec.Name
 	}
 	if env.Nodes == 0 {
-		env.Nodes = req.Spec.Nodes
+		env.Nodes = clusters.GPUNodes(req.Spec.Groups())
 	}
 	env.FeatureGates, env.ComponentFeatureGates = effectiveGates(req.Spec)
 	var compact bytes.Buffer

@@ -12,7 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/gangbench/gangbench/clusters/kind"
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/providers"
 	"github.com/gangbench/gangbench/clusters/request"
 	"github.com/gangbench/gangbench/perf"
 	"github.com/gangbench/gangbench/perf/scenario"
@@ -23,6 +24,11 @@ import (
 // a row fails the test, and each row shows that giving the flag changes that thing (against the
 // command without it). A flag that cannot apply is refused naming itself. All hermetic: the flags
 // are mapped to the cluster request and the run's options, no cluster starts.
+
+// testGlobals are the global options main wires: the one constructor of providers.
+func testGlobals() *globalOpts {
+	return &globalOpts{newProvider: providers.New, providerNames: providers.Names()}
+}
 
 // flagRow is one flag: args that give it, the provider "auto" resolves to (local unless said), and
 // what it must change. An empty what is a refusal: the error must contain refused.
@@ -106,9 +112,9 @@ type e2ePlan struct {
 }
 
 func planE2E(t *testing.T, args []string, provider string) (e2ePlan, error) {
-	cmd, f := e2eCommand(&globalOpts{}, io.Discard, io.Discard)
+	cmd, f := e2eCommand(testGlobals(), io.Discard, io.Discard)
 	parse(t, cmd, args)
-	f.complete(cmd, &globalOpts{})
+	f.complete(cmd, testGlobals())
 	provider = resolved(f.cluster.provider, provider)
 	p := e2ePlan{f: f}
 	if err := f.refuseWithKubeconfig(); err != nil {
@@ -131,13 +137,17 @@ func planE2E(t *testing.T, args []string, provider string) (e2ePlan, error) {
 
 func spec(p e2ePlan) any { return p.req.Spec }
 
+// kindFields is what the kind flags change in a request: the engine, the node groups (--workers,
+// --kwok-nodes) and the images.
+func kindFields(r request.Request) any { return [3]any{r.Engine, r.Spec.NodeGroups, r.Spec.Images} }
+
 func TestE2EFlagsReachTheRun(t *testing.T) {
-	kindOpts := func(p e2ePlan) any { return p.req.KindOptions }
-	cmd, _ := e2eCommand(&globalOpts{}, io.Discard, io.Discard)
+	kindOpts := func(p e2ePlan) any { return kindFields(p.req) }
+	cmd, _ := e2eCommand(testGlobals(), io.Discard, io.Discard)
 	checkFlagTable(t, cmd, planE2E, []flagRow[e2ePlan]{
 		{flag: "provider", args: []string{"--provider", "kind"}, what: func(p e2ePlan) any { return p.req.Provider }},
 		{flag: "name", args: []string{"--name", "foo"}, what: func(p e2ePlan) any { return p.req.Spec.Name }},
-		{flag: "nodes", args: []string{"--nodes", "3"}, what: func(p e2ePlan) any { return p.req.Spec.Nodes }},
+		{flag: "nodes", args: []string{"--nodes", "3"}, what: func(p e2ePlan) any { return clusters.GPUNodes(p.req.Spec.Groups()) }},
 		{flag: "gpus-per-node", args: []string{"--gpus-per-node", "4"}, what: spec},
 		{flag: "gpu-product", args: []string{"--gpu-product", "NVIDIA-A100"}, what: spec},
 		{flag: "k8s-version", args: []string{"--k8s-version", "v1.36.3"}, what: spec},
@@ -160,7 +170,7 @@ func TestE2EFlagsReachTheRun(t *testing.T) {
 		{flag: "timeout-scale", args: []string{"--timeout-scale", "2"}, what: func(p e2ePlan) any { return p.args }},
 		{flag: "runtime-config", args: []string{"--runtime-config", "scheduling.k8s.io/v1beta1=false"}, what: func(p e2ePlan) any { return p.req.Spec.RuntimeConfig }},
 		{flag: "deadline", args: []string{"--deadline", "5m"}, what: func(p e2ePlan) any { return p.args }},
-		{flag: "upstream", args: []string{"--upstream"}, what: func(p e2ePlan) any { return [2]any{p.args, p.req.Spec.Nodes} }},
+		{flag: "upstream", args: []string{"--upstream"}, what: func(p e2ePlan) any { return [2]any{p.args, clusters.GPUNodes(p.req.Spec.Groups())} }},
 		{flag: "allow-existing-cluster", args: []string{"--allow-existing-cluster"}, what: func(p e2ePlan) any { return p.f.safety }},
 		{flag: "force", args: []string{"--force"}, what: func(p e2ePlan) any { return p.f.safety }},
 
@@ -201,14 +211,15 @@ func TestE2ERequestIsTheCluster(t *testing.T) {
 }
 
 type perfPlan struct {
-	req  request.Request
-	kind kind.Options
-	opts scenario.Options
-	f    *perfRunFlags
+	req request.Request
+	// workers are the real-kubelet nodes per scenario (perf.ProviderSource.Workers).
+	workers int
+	opts    scenario.Options
+	f       *perfRunFlags
 }
 
 func planPerf(t *testing.T, args []string, provider string) (perfPlan, error) {
-	cmd, f := perfRunCommand(&globalOpts{}, io.Discard, io.Discard)
+	cmd, f := perfRunCommand(testGlobals(), io.Discard, io.Discard)
 	parse(t, cmd, args)
 	provider = resolved(f.cluster.provider, provider)
 	p := perfPlan{f: f}
@@ -221,29 +232,23 @@ func planPerf(t *testing.T, args []string, provider string) (perfPlan, error) {
 	})); err != nil {
 		return p, err
 	}
-	if provider == kind.ProviderName {
-		src, err := kindSource(cmd, &f.cluster, f.profile, f.cpuProfile > 0, io.Discard)
-		if err != nil {
-			return p, err
-		}
-		ks := src.(*perf.KindSource)
-		p.req.Spec = ks.Base
-		for _, o := range ks.Options {
-			o(&p.kind)
-		}
-		p.kind.Bins.Progress = nil
-		return p, nil
+	src, req, err := perfSource(cmd, &f.cluster, f.profile, provider, f.cpuProfile > 0, io.Discard)
+	if err != nil {
+		return p, err
 	}
-	p.req, err = perfRequest(cmd, &f.cluster, f.profile, provider, f.cpuProfile > 0)
-	return p, err
+	p.req, p.workers = req, src.Workers
+	if !reflect.DeepEqual(src.Base, req.Spec) {
+		t.Errorf("the source's base spec %+v is not the request's %+v", src.Base, req.Spec)
+	}
+	return p, nil
 }
 
 func TestPerfRunFlagsReachTheRun(t *testing.T) {
 	spec := func(p perfPlan) any { return p.req.Spec }
-	kindOpts := func(p perfPlan) any { return p.kind }
-	cmd, _ := perfRunCommand(&globalOpts{}, io.Discard, io.Discard)
+	kindOpts := func(p perfPlan) any { return [2]any{kindFields(p.req), p.workers} }
+	cmd, _ := perfRunCommand(testGlobals(), io.Discard, io.Discard)
 	checkFlagTable(t, cmd, planPerf, []flagRow[perfPlan]{
-		{flag: "provider", args: []string{"--provider", "kind"}, what: func(p perfPlan) any { return [2]any{p.req.Spec, p.kind} }},
+		{flag: "provider", args: []string{"--provider", "kind"}, what: func(p perfPlan) any { return [2]any{p.req.Spec, p.req.Provider} }},
 		{flag: "name", args: []string{"--name", "foo"}, what: spec},
 		{flag: "nodes", args: []string{"--nodes", "50"}, what: func(p perfPlan) any { return p.opts }},
 		{flag: "gpus-per-node", args: []string{"--gpus-per-node", "4"}, what: func(p perfPlan) any { return p.opts }},
@@ -292,7 +297,7 @@ type comparePlan struct {
 }
 
 func planCompare(t *testing.T, args []string, provider string) (comparePlan, error) {
-	cmd, f := compareCommand(&globalOpts{}, io.Discard, io.Discard)
+	cmd, f := compareCommand(testGlobals(), io.Discard, io.Discard)
 	parse(t, cmd, args)
 	provider = resolved(f.cluster.provider, provider)
 	p := comparePlan{f: f}
@@ -310,11 +315,11 @@ func planCompare(t *testing.T, args []string, provider string) (comparePlan, err
 
 func TestCompareFlagsReachTheRun(t *testing.T) {
 	both := func(p comparePlan) any { return [2]any{p.conformance.Spec, p.old.Spec} }
-	kindOpts := func(p comparePlan) any { return p.conformance.KindOptions }
+	kindOpts := func(p comparePlan) any { return kindFields(p.conformance) }
 	field := func(get func(*compareFlags) any) func(comparePlan) any {
 		return func(p comparePlan) any { return get(p.f) }
 	}
-	cmd, _ := compareCommand(&globalOpts{}, io.Discard, io.Discard)
+	cmd, _ := compareCommand(testGlobals(), io.Discard, io.Discard)
 	checkFlagTable(t, cmd, planCompare, []flagRow[comparePlan]{
 		{flag: "provider", args: []string{"--provider", "kind"}, what: func(p comparePlan) any { return p.conformance.Provider }},
 		{flag: "name", args: []string{"--name", "foo"}, what: field(func(f *compareFlags) any { return f.cluster.name })},   // each side names its own clusters (sideFlags)
@@ -340,8 +345,8 @@ func TestCompareFlagsReachTheRun(t *testing.T) {
 		{flag: "new-version", args: []string{"--new-version", "v1.36.3"}, what: func(p comparePlan) any { return p.new.Spec.KubernetesVersion }},
 		{flag: "old-scheduler-binary", args: []string{"--old-scheduler-binary", "/o"}, what: func(p comparePlan) any { return [2]any{p.conformance.Spec.SchedulerBinary, p.old.Spec.SchedulerBinary} }},
 		{flag: "new-scheduler-binary", args: []string{"--new-scheduler-binary", "/n"}, what: func(p comparePlan) any { return p.new.Spec.SchedulerBinary }},
-		{flag: "old-scheduler-image", args: []string{"--provider", "kind", "--old-scheduler-image", "o:1"}, provider: "kind", what: func(p comparePlan) any { return [2]any{p.conformance.KindOptions, p.old.KindOptions} }},
-		{flag: "new-scheduler-image", args: []string{"--provider", "kind", "--new-scheduler-image", "n:1"}, provider: "kind", what: func(p comparePlan) any { return p.new.KindOptions }},
+		{flag: "old-scheduler-image", args: []string{"--provider", "kind", "--old-scheduler-image", "o:1"}, provider: "kind", what: func(p comparePlan) any { return [2]any{kindFields(p.conformance), kindFields(p.old)} }},
+		{flag: "new-scheduler-image", args: []string{"--provider", "kind", "--new-scheduler-image", "n:1"}, provider: "kind", what: func(p comparePlan) any { return kindFields(p.new) }},
 		{flag: "old-scheduler-feature-gates", args: []string{"--old-scheduler-feature-gates", "GenericWorkload=false"}, what: func(p comparePlan) any {
 			return [2]any{p.conformance.Spec.ComponentFeatureGates, p.old.Spec.ComponentFeatureGates}
 		}},
@@ -369,7 +374,7 @@ func TestCompareFlagsReachTheRun(t *testing.T) {
 }
 
 func planLab(t *testing.T, args []string, provider string) (request.Request, error) {
-	cmd, f := labCommand(&globalOpts{}, io.Discard, io.Discard)
+	cmd, f := labCommand(testGlobals(), io.Discard, io.Discard)
 	parse(t, cmd, args)
 	provider = resolved(f.provider, provider)
 	r, err := labRequest(f, provider)
@@ -382,7 +387,7 @@ func planLab(t *testing.T, args []string, provider string) (request.Request, err
 
 func TestLabFlagsReachTheRun(t *testing.T) {
 	id := func(r request.Request) any { return r }
-	cmd, _ := labCommand(&globalOpts{}, io.Discard, io.Discard)
+	cmd, _ := labCommand(testGlobals(), io.Discard, io.Discard)
 	checkFlagTable(t, cmd, planLab, []flagRow[request.Request]{
 		{flag: "provider", args: []string{"--provider", "kind"}, what: func(r request.Request) any { return r.Provider }},
 		{flag: "k8s-version", args: []string{"--k8s-version", "v1.36.3"}, what: id},
@@ -400,15 +405,15 @@ func TestLabFlagsReachTheRun(t *testing.T) {
 }
 
 func planCreate(t *testing.T, args []string, provider string) (request.Request, error) {
-	cmd, f := clusterCreateCommand(&globalOpts{}, io.Discard, io.Discard)
+	cmd, f := clusterCreateCommand(testGlobals(), io.Discard, io.Discard)
 	parse(t, cmd, args)
 	provider = resolved(f.provider, provider)
 	r, err := f.request(provider)
 	if err != nil {
 		return r, err
 	}
-	if err := r.Validate(); err != nil {
-		return r, usageError{err}
+	if err := validateRequest(f.newProvider, r); err != nil {
+		return r, err
 	}
 	// The holder's internal flags: how the cluster is held, not what it is.
 	for _, n := range []string{"foreground", "ready-fd", "cluster-request"} {
@@ -421,7 +426,7 @@ func planCreate(t *testing.T, args []string, provider string) (request.Request, 
 
 func TestClusterCreateFlagsReachTheCluster(t *testing.T) {
 	id := func(r request.Request) any { return r }
-	cmd, _ := clusterCreateCommand(&globalOpts{}, io.Discard, io.Discard)
+	cmd, _ := clusterCreateCommand(testGlobals(), io.Discard, io.Discard)
 	checkFlagTable(t, cmd, planCreate, []flagRow[request.Request]{
 		{flag: "provider", args: []string{"--provider", "kind"}, what: func(r request.Request) any { return r.Provider }},
 		{flag: "name", args: []string{"--name", "foo"}, what: id},
@@ -437,7 +442,9 @@ func TestClusterCreateFlagsReachTheCluster(t *testing.T) {
 		{flag: "scheduler-arg", args: []string{"--scheduler-arg", "kube-api-qps=5000"}, what: id},
 		{flag: "timeout", args: []string{"--timeout", "7m"}, what: id},
 		{flag: "engine", args: []string{"--provider", "kind", "--engine", "podman"}, provider: "kind", what: id},
-		{flag: "workers", args: []string{"--provider", "kind", "--workers", "4"}, provider: "kind", what: id},
+		// --nodes defaults to 4 here, so --workers 4 alone is the default cluster (4 real workers);
+		// with the rest simulated it is a different one.
+		{flag: "workers", args: []string{"--provider", "kind", "--workers", "1", "--kwok-nodes", "3"}, provider: "kind", what: id},
 		{flag: "node-image", args: []string{"--provider", "kind", "--node-image", "img:1"}, provider: "kind", what: id},
 		{flag: "scheduler-image", args: []string{"--provider", "kind", "--scheduler-image", "s:1"}, provider: "kind", what: id},
 		{flag: "kwok-nodes", args: []string{"--provider", "kind", "--kwok-nodes", "2"}, provider: "kind", what: id},

@@ -14,9 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gangbench/gangbench/clusters"
-	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/kwok"
-	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/clusters/request"
 	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/lab"
@@ -34,6 +32,8 @@ type labFlags struct {
 	provider, k8sVersion, schedulerBin, schedulerImage, nodeImage, engine, cacheDir string
 	timeout                                                                         time.Duration
 	keep                                                                            bool
+	// newProvider is the one constructor of providers (globalOpts.newProvider).
+	newProvider request.Factory
 }
 
 func newLabCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
@@ -43,7 +43,7 @@ func newLabCmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
 
 // labCommand is newLabCmd with the flags it parses into, for tests.
 func labCommand(g *globalOpts, stdout, stderr io.Writer) (*cobra.Command, *labFlags) {
-	var f labFlags
+	f := labFlags{newProvider: g.newProvider}
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "Reproduce the seed's native gang-scheduling lab, literally, with a verdict per experiment",
@@ -76,17 +76,19 @@ cluster. It exits 1 when an experiment differs from the lab.`,
 
 func runLab(ctx context.Context, g *globalOpts, f *labFlags, stdout, stderr io.Writer) error {
 	cf := clusterFlags{provider: f.provider, engine: f.engine}
-	switch f.provider {
-	case "auto", kind.ProviderName, local.ProviderName:
-	default:
-		return usageError{fmt.Errorf("--provider %q: accepted kind, local, auto", f.provider)}
+	if f.provider != "auto" {
+		// The lab creates its cluster: a provider that only attaches to one cannot run it.
+		p, err := providerOf(g.newProvider, request.New(f.provider, clusters.Spec{}), request.Env{})
+		if err != nil || !p.Capabilities().Creates {
+			return usageError{fmt.Errorf("--provider %q: accepted kind, local, auto", f.provider)}
+		}
 	}
 	provider := cf.resolveProvider(ctx, stderr)
 	req, err := labRequest(f, provider)
 	if err != nil {
 		return err
 	}
-	p, err := req.NewProvider(g.logger(stderr), stderr)
+	p, err := providerOf(g.newProvider, req, request.Env{Log: g.logger(stderr), Progress: stderr})
 	if err != nil {
 		return usageError{err}
 	}
@@ -103,7 +105,7 @@ func runLab(ctx context.Context, g *globalOpts, f *labFlags, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	if provider == local.ProviderName {
+	if !p.Capabilities().RealKubelets {
 		if err := shapeLocalLab(ctx, cs, f.timeout); err != nil {
 			return err
 		}
@@ -129,31 +131,42 @@ func runLab(ctx context.Context, g *globalOpts, f *labFlags, stdout, stderr io.W
 }
 
 // labRequest is the lab's cluster on provider: its name and shape are the lab's, the flags choose
-// the scheduler, the version, and on kind the engine and images.
+// the scheduler, the version, and where nodes are containers the engine and images.
 func labRequest(f *labFlags, provider string) (request.Request, error) {
-	if provider == local.ProviderName {
-		var given []string
-		for flag, set := range map[string]bool{"--keep": f.keep, "--scheduler-image": f.schedulerImage != "", "--node-image": f.nodeImage != "", "--engine": f.engine != ""} {
-			if set {
-				given = append(given, flag)
-			}
-		}
-		if len(given) > 0 {
-			slices.Sort(given)
-			return request.Request{}, usageError{fmt.Errorf("%s: kind options, but the lab runs on local here (add --provider kind)", strings.Join(given, ", "))}
-		}
-	}
 	req := request.New(provider, clusters.Spec{
-		Name: labCluster, Nodes: 1, GPU: fakegpu.Inventory{Count: 8}, KubernetesVersion: f.k8sVersion,
+		Name: labCluster, KubernetesVersion: f.k8sVersion,
 		SchedulerBinary: absOrEmpty(f.schedulerBin), ReadyTimeout: 5 * time.Minute,
 	})
 	req.CacheDir = absOrEmpty(f.cacheDir)
-	if provider == kind.ProviderName {
-		req.KindOptions = &request.KindOptions{Engine: f.engine, Workers: 1, PlainWorkers: 1, NodeImage: f.nodeImage, SchedulerImage: f.schedulerImage}
+	p, err := providerOf(f.newProvider, req, request.Env{})
+	if err != nil {
+		return request.Request{}, usageError{err}
+	}
+	caps := p.Capabilities()
+	var given []string
+	for flag, set := range map[string]bool{"--keep": f.keep && !caps.KeepRunning, "--scheduler-image": f.schedulerImage != "" && !caps.Images, "--node-image": f.nodeImage != "" && !caps.Images, "--engine": f.engine != "" && !caps.Images} {
+		if set {
+			given = append(given, flag)
+		}
+	}
+	if len(given) > 0 {
+		slices.Sort(given)
+		return request.Request{}, usageError{fmt.Errorf("%s: kind options, but the lab runs on %s here (add --provider kind)", strings.Join(given, ", "), caps.Provider)}
+	}
+	req.Engine = f.engine
+	req.Spec.Images = clusters.Images{Node: f.nodeImage, Scheduler: f.schedulerImage}
+	// The lab's cluster: one worker with 8 GPUs and, with real kubelets, one without (on simulated
+	// nodes runLab reshapes the cluster into the lab's three nodes after it is up).
+	shape := request.FlagShape{Nodes: 1, GPU: fakegpu.Inventory{Count: 8}}
+	if caps.RealKubelets {
+		shape.PlainWorkers = 1
 		req.Keep = f.keep
 	}
-	if err := req.Validate(); err != nil {
+	if err := shape.Apply(&req.Spec, caps.RealKubelets); err != nil {
 		return request.Request{}, usageError{err}
+	}
+	if err := validateRequest(f.newProvider, req); err != nil {
+		return request.Request{}, err
 	}
 	return req, nil
 }

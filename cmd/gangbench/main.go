@@ -13,6 +13,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gangbench/gangbench/clusters/providers"
+	"github.com/gangbench/gangbench/clusters/request"
 )
 
 // Exit codes: 2 is usage (as Go's flag package), 3 an SLO violation or regression, 1 anything else.
@@ -82,6 +85,12 @@ type codedError struct {
 
 type globalOpts struct {
 	verbose bool
+	// newProvider is the one constructor of cluster providers (clusters/providers.New, wired in
+	// newRootCmd): the commands build every provider of a request through it.
+	newProvider request.Factory
+	// providerNames are the providers newProvider builds, for the commands that look at every
+	// provider's clusters (list, delete, kubeconfig).
+	providerNames []string
 }
 
 func (g *globalOpts) logger(w io.Writer) *slog.Logger {
@@ -93,7 +102,7 @@ func (g *globalOpts) logger(w io.Writer) *slog.Logger {
 }
 
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
-	g := &globalOpts{}
+	g := &globalOpts{newProvider: providers.New, providerNames: providers.Names()}
 	root := &cobra.Command{
 		Use:   "gangbench",
 		Short: "Conformance suites and benchmarks for Kubernetes gang scheduling",

@@ -16,9 +16,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/existing"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
-	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/clusters/request"
 	"github.com/gangbench/gangbench/observe/speedprobe"
@@ -117,7 +117,7 @@ Results are written in every case.`,
 			return runPerf(cmd, g, &f, stdout, stderr)
 		},
 	}
-	f.cluster.register(cmd, 0)
+	f.cluster.register(cmd, g, 0)
 	fs := cmd.Flags()
 	fs.Lookup("nodes").Usage = "simulated nodes for every scenario (default: each scenario's cluster.nodes)"
 	fs.StringSliceVar(&f.scenarios, "scenario", nil, "scenario files or shipped scenario names, comma-separated or repeated (default: the shipped set selected by --labels)")
@@ -244,18 +244,18 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 	}
 	if source == nil {
 		provider := f.cluster.resolveProvider(ctx, stderr)
-		// Refused here, before binaries are built or any cluster starts.
-		if err := perf.CheckFaults(faults, provider, scs); err != nil {
-			return usageError{fmt.Errorf("--fault: %w", err)}
-		}
-		if provider == kind.ProviderName {
-			source, err = kindSource(cmd, &f.cluster, profile, f.cpuProfile > 0, stderr)
-		} else {
-			source, err = localSource(ctx, cmd, &f.cluster, profile, f.cpuProfile > 0, stderr)
-		}
+		src, req, err := perfSource(cmd, &f.cluster, profile, provider, f.cpuProfile > 0, stderr)
 		if err != nil {
 			return err
 		}
+		// Refused here, before binaries are built or any cluster starts.
+		if err := perf.CheckFaults(faults, src.Capabilities(), scs); err != nil {
+			return usageError{fmt.Errorf("--fault: %w", err)}
+		}
+		if err := ensureBinaries(ctx, src.Capabilities(), req, stderr); err != nil {
+			return err
+		}
+		source = src
 	}
 
 	started := time.Now()
@@ -476,61 +476,60 @@ func perfRequest(cmd *cobra.Command, f *clusterFlags, profile, provider string, 
 }
 
 // scenarioBaseRequest is the request perf's clusters start from, before a scenario sets the node
-// count (left 0): the flags validated with a placeholder node count, and the load profile applied.
+// shape (left empty): the flags validated with a placeholder shape, and the load profile applied.
 func (f *clusterFlags) scenarioBaseRequest(provider, profile string) (request.Request, error) {
-	probe := *f
-	// The placeholder: one node on local; on kind the workers' default, since kind counts workers
-	// plus kwok nodes, which each scenario sets.
-	probe.nodes = 0
-	if provider == local.ProviderName {
-		probe.nodes = 1
-	}
-	req, err := probe.request(provider)
+	var caps clusters.Capabilities
+	// The placeholder: one node where every node is simulated; with real kubelets the workers'
+	// default, since there each scenario sets the workers plus the simulated nodes.
+	req, err := f.requestShaped(provider, func(s *request.FlagShape, c clusters.Capabilities) {
+		caps = c
+		s.Nodes = 0
+		if !c.RealKubelets {
+			s.Nodes = 1
+		}
+	})
 	if err != nil {
 		return request.Request{}, err
 	}
-	if err := req.Validate(); err != nil {
-		return request.Request{}, usageError{err}
+	if err := validateRequest(f.newProvider, req); err != nil {
+		return request.Request{}, err
 	}
-	req.Spec.Nodes = 0
-	if err := perf.ApplyProfile(&req.Spec, profile, provider); err != nil {
+	req.Spec.Nodes, req.Spec.NodeGroups = 0, nil
+	if err := perf.ApplyProfile(&req.Spec, profile, caps); err != nil {
 		return request.Request{}, usageError{err}
 	}
 	return req, nil
 }
 
-// localSource builds the local provider's source from the cluster flags. The binaries are built
-// here, with progress on the terminal, rather than silently inside the first cluster create.
-func localSource(ctx context.Context, cmd *cobra.Command, f *clusterFlags, profile string, cpuProfile bool, stderr io.Writer) (perf.ClusterSource, error) {
-	req, err := perfRequest(cmd, f, profile, local.ProviderName, cpuProfile)
+// perfSource builds the source of perf's clusters on provider from the cluster flags, through the
+// one constructor: on a provider with real kubelets --workers of them per cluster, the rest of each
+// scenario's nodes simulated.
+func perfSource(cmd *cobra.Command, f *clusterFlags, profile, provider string, cpuProfile bool, stderr io.Writer) (*perf.ProviderSource, request.Request, error) {
+	req, err := perfRequest(cmd, f, profile, provider, cpuProfile)
 	if err != nil {
-		return nil, err
+		return nil, request.Request{}, err
 	}
-	if _, err := k8sbin.Ensure(ctx, req.Spec.KubernetesVersion, req.Binaries(stderr)); err != nil {
-		return nil, codedError{err, exitError}
-	}
-	p, err := local.New(local.WithBinaries(req.Binaries(stderr)))
+	p, err := providerOf(f.newProvider, req, request.Env{Progress: stderr})
 	if err != nil {
-		return nil, codedError{err, exitError}
+		return nil, request.Request{}, usageError{err}
 	}
-	stateDir, err := local.DefaultStateDir()
-	if err != nil {
-		return nil, codedError{err, exitError}
+	if p.Capabilities().RealKubelets && f.kwokNodes != 0 {
+		return nil, request.Request{}, usageError{errors.New("--kwok-nodes: perf run derives the kwok nodes from each scenario's node count minus --workers")}
 	}
-	return &perf.LocalSource{Provider: p, Base: req.Spec, StateDir: stateDir}, nil
+	return &perf.ProviderSource{Provider: p, Base: req.Spec, Workers: f.workers}, req, nil
 }
 
-// kindSource builds the kind provider's source from the cluster flags: --workers real worker
-// nodes per cluster, the rest of each scenario's nodes simulated by kwok.
-func kindSource(cmd *cobra.Command, f *clusterFlags, profile string, cpuProfile bool, stderr io.Writer) (perf.ClusterSource, error) {
-	if f.kwokNodes != 0 {
-		return nil, usageError{errors.New("--kwok-nodes: perf run derives the kwok nodes from each scenario's node count minus --workers")}
+// ensureBinaries builds the control-plane binaries of a provider that runs them from the cache
+// (one without node images), here, with progress on the terminal, rather than silently inside the
+// first cluster create.
+func ensureBinaries(ctx context.Context, caps clusters.Capabilities, req request.Request, stderr io.Writer) error {
+	if caps.Images {
+		return nil
 	}
-	req, err := perfRequest(cmd, f, profile, kind.ProviderName, cpuProfile)
-	if err != nil {
-		return nil, err
+	if _, err := k8sbin.Ensure(ctx, req.Spec.KubernetesVersion, req.Binaries(stderr)); err != nil {
+		return codedError{err, exitError}
 	}
-	return &perf.KindSource{Options: req.KindProviderOptions(req.Binaries(stderr)), Workers: f.workers, Base: req.Spec}, nil
+	return nil
 }
 
 // existingSource opens --kubeconfig. When it is the kubeconfig of a local gangbench cluster, the

@@ -15,7 +15,7 @@ import (
 func execPerf(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	cmd := newPerfCmd(&globalOpts{}, &out, &errb)
+	cmd := newPerfCmd(testGlobals(), &out, &errb)
 	cmd.SetArgs(args)
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
 	err := cmd.ExecuteContext(context.Background())

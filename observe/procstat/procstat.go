@@ -1,6 +1,7 @@
 // Package procstat reads what a process and the machine spent, from /proc: CPU time, resident
 // memory, and the time a process's threads were runnable but waiting for a CPU (schedstat). perf
 // uses it to say where a run's CPU seconds went and whether the scheduler under test was starved.
+// The stat line itself is parsed by internal/proc, the process toolkit the cluster providers share.
 package procstat
 
 import (
@@ -8,10 +9,11 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gangbench/gangbench/internal/proc"
 )
 
 // userHZ is the unit of the utime and stime fields of /proc/<pid>/stat. Linux reports them in
@@ -25,9 +27,7 @@ type Root string
 // Proc is the machine's own /proc.
 const Proc Root = "/proc"
 
-func (r Root) path(parts ...string) string {
-	return filepath.Join(append([]string{string(r)}, parts...)...)
-}
+func (r Root) path(parts ...string) string { return proc.Root(r).Path(parts...) }
 
 // Usage is one reading of one process.
 type Usage struct {
@@ -46,23 +46,12 @@ type Usage struct {
 // Read reads one process.
 func (r Root) Read(pid int) (Usage, error) {
 	var u Usage
-	b, err := os.ReadFile(r.path(strconv.Itoa(pid), "stat"))
+	st, err := proc.Root(r).Stat(pid)
 	if err != nil {
 		return u, err
 	}
-	f, err := statFields(b)
-	if err != nil {
-		return u, fmt.Errorf("%s: %w", r.path(strconv.Itoa(pid), "stat"), err)
-	}
-	// Fields after the command, 0-based from state (field 3): utime is field 14, stime 15, starttime 22.
-	utime, err1 := strconv.ParseUint(f[14-3], 10, 64)
-	stime, err2 := strconv.ParseUint(f[15-3], 10, 64)
-	start, err3 := strconv.ParseUint(f[22-3], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil {
-		return u, fmt.Errorf("%s: utime %q stime %q starttime %q", r.path(strconv.Itoa(pid), "stat"), f[14-3], f[15-3], f[22-3])
-	}
-	u.CPU = time.Duration(utime+stime) * time.Second / userHZ
-	u.Start = start
+	u.CPU = time.Duration(st.UTime+st.STime) * time.Second / userHZ
+	u.Start = st.StartTime
 	status, err := os.ReadFile(r.path(strconv.Itoa(pid), "status"))
 	if err != nil {
 		return u, err
@@ -84,20 +73,6 @@ func (r Root) Read(pid int) (Usage, error) {
 	return u, nil
 }
 
-// statFields returns the fields of a stat line after "pid (comm)": the command may hold spaces and
-// parentheses, so it ends at the last ')'.
-func statFields(b []byte) ([]string, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return nil, fmt.Errorf("no command in %q", b)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 22-3+1 {
-		return nil, fmt.Errorf("%d fields after the command, want at least %d", len(f), 22-3+1)
-	}
-	return f, nil
-}
-
 func statusKB(b []byte, key string) int64 {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
@@ -110,48 +85,11 @@ func statusKB(b []byte, key string) int64 {
 }
 
 // Comm is a process's command name (at most 15 bytes, as the kernel keeps it).
-func (r Root) Comm(pid int) (string, error) {
-	b, err := os.ReadFile(r.path(strconv.Itoa(pid), "comm"))
-	return strings.TrimSpace(string(b)), err
-}
+func (r Root) Comm(pid int) (string, error) { return proc.Root(r).Comm(pid) }
 
-// Descendants returns every process below pid (children, their children, …), from the parent
-// links in /proc/<pid>/stat: how a container's processes are found from its init's host pid.
-func (r Root) Descendants(pid int) ([]int, error) {
-	ents, err := os.ReadDir(string(r))
-	if err != nil {
-		return nil, err
-	}
-	children := map[int][]int{}
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(r.path(e.Name(), "stat"))
-		if err != nil {
-			continue // gone since the listing
-		}
-		f, err := statFields(b)
-		if err != nil {
-			continue
-		}
-		if pp, err := strconv.Atoi(f[4-3]); err == nil {
-			children[pp] = append(children[pp], p)
-		}
-	}
-	var out []int
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range children[p] {
-			out = append(out, c)
-			queue = append(queue, c)
-		}
-	}
-	return out, nil
-}
+// Descendants returns every process below pid (children, their children, …): how perf finds the
+// processes of a tree it accounts for.
+func (r Root) Descendants(pid int) ([]int, error) { return proc.Root(r).Descendants(pid) }
 
 // Machine is one reading of the machine's CPUs.
 type Machine struct {

@@ -3,7 +3,6 @@ package procstat
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -47,25 +46,6 @@ func TestRead(t *testing.T) {
 	write(t, dir, "8/stat", "8 (short) S 1 2\n")
 	if _, err := Root(dir).Read(8); err == nil {
 		t.Error("a truncated stat line must be an error")
-	}
-}
-
-func TestDescendants(t *testing.T) {
-	dir := t.TempDir()
-	for _, p := range []struct {
-		pid  string
-		ppid int
-	}{{"10", 1}, {"11", 10}, {"12", 11}, {"13", 10}, {"20", 1}} {
-		write(t, dir, p.pid+"/stat", stat(p.pid, "x", p.ppid, 0, 0, 1))
-	}
-	write(t, dir, "self", "not a pid") // non-numeric entries are skipped
-	got, err := Root(dir).Descendants(10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(got)
-	if !slices.Equal(got, []int{11, 12, 13}) {
-		t.Errorf("Descendants(10) = %v, want [11 12 13]", got)
 	}
 }
 

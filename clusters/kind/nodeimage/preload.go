@@ -11,6 +11,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gangbench/gangbench/internal/poll"
+	"github.com/gangbench/gangbench/internal/proc"
 )
 
 // preloadConfig is the config of the throwaway containerd that fills the node's image store: only
@@ -81,35 +84,11 @@ func preloadTree(ctx context.Context, containerd, ctr, archive, work string) (ro
 	if err := cmd.Start(); err != nil {
 		return "", fmt.Errorf("start containerd for the image preload: %w", err)
 	}
-	// exited is closed when containerd has exited, so that both the wait below and the stop can
-	// see it.
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	defer func() {
-		// SIGTERM lets it close its database; a bounded wait, then SIGKILL of its process group.
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-	}()
-	logTail := func() string {
-		b, _ := os.ReadFile(logPath)
-		if len(b) > 2000 {
-			b = b[len(b)-2000:]
-		}
-		return string(b)
-	}
-	if err := waitSocket(ctx, sock, exited, 30*time.Second); err != nil {
-		select {
-		case <-exited:
-			err = fmt.Errorf("%w (%v)", err, waitErr)
-		default:
-		}
-		return "", fmt.Errorf("containerd for the image preload: %w\n%s", err, logTail())
+	server := proc.WatchGroup(cmd)
+	// SIGTERM lets it close its database; a bounded wait, then SIGKILL of its process group.
+	defer func() { _ = server.Stop(syscall.SIGTERM, 10*time.Second) }()
+	if err := waitSocket(ctx, sock, server, 30*time.Second); err != nil {
+		return "", fmt.Errorf("containerd for the image preload: %w\n%s", err, proc.LogTail(logPath, 20))
 	}
 	args := []string{"--address", sock, "--namespace", "k8s.io", "images", "import",
 		"--local", "--label=io.cri-containerd.pinned=pinned", "--all-platforms", "--no-unpack", "--digests", archive}
@@ -123,25 +102,16 @@ func preloadTree(ctx context.Context, containerd, ctr, archive, work string) (ro
 }
 
 // waitSocket waits until a unix socket accepts connections, the process exits, or the deadline.
-func waitSocket(ctx context.Context, sock string, exited <-chan struct{}, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
+func waitSocket(ctx context.Context, sock string, server *proc.Child, timeout time.Duration) error {
+	return poll.Until(ctx, sock+" to be served", 50*time.Millisecond, timeout, func(context.Context) (bool, string, error) {
+		if !server.Running() {
+			return false, "", poll.Stop(fmt.Errorf("exited before serving %s (%s)", sock, server.ExitSummary()))
+		}
 		c, err := net.Dial("unix", sock)
-		if err == nil {
-			c.Close()
-			return nil
+		if err != nil {
+			return false, "", err
 		}
-		last = err
-		select {
-		case <-exited:
-			return fmt.Errorf("exited before serving %s", sock)
-		case <-ctx.Done():
-			return fmt.Errorf("%s not served within %s (last: %v): %w", sock, timeout, last, ctx.Err())
-		case <-tick.C:
-		}
-	}
+		c.Close()
+		return true, "", nil
+	})
 }

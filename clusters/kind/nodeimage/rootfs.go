@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gangbench/gangbench/internal/proc"
 )
 
 // DefaultSuite is the Debian release of the node's root filesystem. Bookworm's systemd (252) boots
@@ -147,7 +149,7 @@ func buildRootfs(ctx context.Context, suite, mirror, work, out string, log func(
 	defer func() {
 		if cmd.Process != nil {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			waitGroupGone(cmd.Process.Pid, 30*time.Second)
+			_ = proc.WaitGroupGone(context.Background(), cmd.Process.Pid, 30*time.Second)
 		}
 	}()
 	logPath := filepath.Join(work, "debootstrap.log")
@@ -170,22 +172,6 @@ func buildRootfs(ctx context.Context, suite, mirror, work, out string, log func(
 		return fmt.Errorf("root filesystem clean-up: %w", err)
 	}
 	return tarTree(root, "", out, []string{"dev", "proc", "sys", "run", "tmp"})
-}
-
-// waitGroupGone polls until process group pgid has no member left, or timeout passes: a SIGKILLed
-// process is gone only once the kernel has torn it down.
-func waitGroupGone(pgid int, timeout time.Duration) {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for syscall.Kill(-pgid, 0) == nil {
-		select {
-		case <-deadline.C:
-			return
-		case <-tick.C:
-		}
-	}
 }
 
 // kindCleanup is the clean-up of kind's base image Dockerfile: no unit starts unless kind's files
