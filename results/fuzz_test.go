@@ -142,11 +142,15 @@ func normalised(r *Run) *Run {
 	c.Environment.FeatureGates = nilIfEmptyMap(c.Environment.FeatureGates)
 	c.Environment.Extra = nilIfEmptyMap(c.Environment.Extra)
 	c.Environment.ComponentFeatureGates = nilIfEmptyMap(c.Environment.ComponentFeatureGates)
-	// The request is recorded verbatim: its layout (indentation, spaces) is not part of it.
+	// The request is recorded verbatim: its layout (indentation, spaces) is not part of it, nor is
+	// how a string spells <, > and & (encoding/json writes a RawMessage with them escaped as \u003c,
+	// \u003e and \u0026, so a request read with a bare & comes back escaped).
 	if raw := c.Environment.ClusterRequest; len(raw) > 0 {
 		var b bytes.Buffer
 		if json.Compact(&b, raw) == nil {
-			c.Environment.ClusterRequest = b.Bytes()
+			var e bytes.Buffer
+			json.HTMLEscape(&e, b.Bytes())
+			c.Environment.ClusterRequest = e.Bytes()
 		}
 	}
 	c.Cases = append([]Case(nil), c.Cases...)
