@@ -106,7 +106,7 @@ Exit codes: 0 every objective holds; 3 an SLO is violated; 2 usage; 1 harness or
 Results are written in every case.`,
 		Example: `  gangbench perf run --scenario smoke --nodes 50
   gangbench perf run --nodes 500 --slo default
-  gangbench perf run --scenario perf/scenarios/upstream-1000gangs.yaml --nodes 5000 --param groups=2000
+  gangbench perf run --scenario perf/scenarios/upstream-1000gangs-3pods.yaml --nodes 5000 --param groups=2000
   gangbench perf run --labels upstream --scheduler-binary ./my-kube-scheduler
   gangbench perf run --scenario upstream-1000gangs-3pods --nodes 5000 --reference --rounds 5
   gangbench perf run --scenario smoke --nodes 50 --fault scheduler-kill@50% --fault kwok-restart@5s
