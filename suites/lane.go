@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/kwok"
 	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/scenarios"
@@ -65,7 +66,7 @@ func (e *Env) NewLane(ctx context.Context, prefix string, spec LaneSpec) (*Lane,
 	if _, err := e.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("lane %s: create namespace: %w", name, err)
 	}
-	if err := waitDefaultServiceAccount(ctx, e.Client, name, e.d(60*time.Second)); err != nil {
+	if err := clusters.WaitDefaultServiceAccount(ctx, e.Client, name, e.d(60*time.Second)); err != nil {
 		return l, fmt.Errorf("lane %s: %w", name, err)
 	}
 	if spec.PluginNodes {
@@ -230,19 +231,4 @@ func (l *Lane) Canary(ctx context.Context, t testing.TB) {
 		return got.Spec.NodeName != "", "nodeName=" + got.Spec.NodeName, nil
 	})
 	_ = l.Client.CoreV1().Pods(l.Name).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-}
-
-// waitDefaultServiceAccount waits until the service-account controller has made the namespace's
-// "default" ServiceAccount. Until then the apiserver's ServiceAccount admission refuses every pod
-// of the namespace ("serviceaccount \"default\" not found"): a harness race, seen once failing
-// FLT-10 on a loaded machine, that must never count against the scheduler under test.
-func waitDefaultServiceAccount(ctx context.Context, cs kubernetes.Interface, ns string, timeout time.Duration) error {
-	return Poll(ctx, timeout, fmt.Sprintf("ServiceAccount default in namespace %s (made by the controller-manager's serviceaccount controller; pods are refused until it exists)", ns),
-		func(ctx context.Context) (bool, string, error) {
-			_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return false, "not created yet", nil
-			}
-			return err == nil, "present", err
-		})
 }

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gangbench/gangbench/clusters"
@@ -24,7 +23,6 @@ import (
 	"github.com/gangbench/gangbench/clusters/kwok"
 	"github.com/gangbench/gangbench/clusters/local/pki"
 	"github.com/gangbench/gangbench/fakegpu"
-	"github.com/gangbench/gangbench/internal/poll"
 	"github.com/gangbench/gangbench/internal/proc"
 )
 
@@ -341,7 +339,7 @@ func (r *run) start(ctx context.Context) (*clusters.Cluster, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if err := waitDefaultServiceAccount(ctx, cs, deadline); err != nil {
+	if err := clusters.WaitDefaultServiceAccount(ctx, cs, corev1.NamespaceDefault, deadline); err != nil {
 		return nil, err
 	}
 	// One numbering over all groups, so a one-group cluster keeps the names it always had.
@@ -451,16 +449,6 @@ func (r *run) startComponent(ctx context.Context, c clusters.Component, timeout 
 	r.procs[c] = pr
 	r.mu.Unlock()
 	return waitReady(ctx, pr, timeout, healthCheck(r.health(c)))
-}
-
-// waitDefaultServiceAccount waits for the service-account controller: until it has made "default",
-// the ServiceAccount admission plugin refuses every pod.
-func waitDefaultServiceAccount(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
-	return poll.Until(ctx, "kube-controller-manager to create service account default/default", 100*time.Millisecond, timeout,
-		func(ctx context.Context) (bool, string, error) {
-			_, err := cs.CoreV1().ServiceAccounts(corev1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
-			return err == nil, "", err
-		})
 }
 
 // grace is how long a component gets between SIGTERM and SIGKILL.

@@ -1,4 +1,4 @@
-package suites
+package clusters
 
 import (
 	"context"
@@ -13,8 +13,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-// TestWaitDefaultServiceAccount: a lane's pods are created only once the namespace's default
-// ServiceAccount exists, and a controller that never makes it is reported by name, bounded.
+// TestWaitDefaultServiceAccount: pods are created only once the namespace's default ServiceAccount
+// exists (a suite lane's, a new local cluster's), and a controller that never makes it is reported
+// by name, bounded.
 func TestWaitDefaultServiceAccount(t *testing.T) {
 	ctx := context.Background()
 	cs := fake.NewClientset()
@@ -29,14 +30,14 @@ func TestWaitDefaultServiceAccount(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	if err := waitDefaultServiceAccount(ctx, cs, "gb-lane-1", 10*time.Second); err != nil {
+	if err := WaitDefaultServiceAccount(ctx, cs, "gb-lane-1", 10*time.Second); err != nil {
 		t.Fatalf("made on the third look: %v", err)
 	}
 	if gets < 3 {
 		t.Errorf("returned after %d looks, before the ServiceAccount existed", gets)
 	}
 
-	err := waitDefaultServiceAccount(ctx, fake.NewClientset(), "gb-lane-2", 300*time.Millisecond)
+	err := WaitDefaultServiceAccount(ctx, fake.NewClientset(), "gb-lane-2", 300*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "ServiceAccount default in namespace gb-lane-2") || !strings.Contains(err.Error(), "not created yet") {
 		t.Errorf("never made: %v", err)
 	}
