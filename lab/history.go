@@ -31,7 +31,7 @@ const staleFlipWindow = 2 * time.Second
 // scheduler can write True/Scheduled for experiment 4's gang and, milliseconds later, retrying the
 // member that did not fit, overwrite it with False/Unschedulable for good: its "already True?" check
 // reads its informer's copy of the PodGroup, which has not yet seen its own True (gangbench's
-// KNOWN-01, see suites/known.go). A poll then sees only the False.
+// KNOWN-01, see suites/framework/known.go). A poll then sees only the False.
 type conditionHistory struct {
 	mu     sync.Mutex
 	seen   []seenCondition

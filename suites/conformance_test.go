@@ -20,6 +20,7 @@ import (
 	"github.com/gangbench/gangbench/clusters/request"
 	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/suites"
+	"github.com/gangbench/gangbench/suites/framework"
 )
 
 // Flags of the suite binary. `gangbench e2e` passes the cluster as one -cluster-request file (every
@@ -50,7 +51,7 @@ var (
 )
 
 // harness is set once by TestMain and read by the tests: the e2e-framework pattern.
-var harness *suites.Harness
+var harness *framework.Harness
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -117,7 +118,7 @@ func requestOf() (request.Request, error) {
 		return request.Request{}, fmt.Errorf("-workers %d: %w", *workers, err)
 	}
 	r.Spec.Images = clusters.Images{Node: *nodeImage, Scheduler: *schedulerImage}
-	if r, err = suites.ClusterRequest(r, caps, os.Getpid()); err != nil {
+	if r, err = framework.ClusterRequest(r, caps, os.Getpid()); err != nil {
 		return request.Request{}, err
 	}
 	return r, p.Validate(r.Spec)
@@ -143,7 +144,7 @@ func runMain(m *testing.M) int {
 	// which tears down what it had started.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	started := make(chan *suites.Harness, 1) // the harness, or nil when Start failed
+	started := make(chan *framework.Harness, 1) // the harness, or nil when Start failed
 	go func() {
 		<-sigs
 		// Whoever reads our output (go tool test2json, gangbench e2e) may be gone already, e.g.
@@ -159,7 +160,7 @@ func runMain(m *testing.M) int {
 		}
 		os.Exit(130)
 	}()
-	h, err := suites.Start(ctx, suites.Options{
+	h, err := framework.Start(ctx, framework.Options{
 		Request: req, NewProvider: providers.New, RunDir: *runDir, Scale: *scale, Log: os.Stderr,
 	})
 	started <- h
@@ -195,7 +196,7 @@ func run(t *testing.T, suite string) {
 	if *suiteList != "" && !strings.Contains(","+*suiteList+",", ","+suite+",") {
 		t.Skipf("suite %s not selected", suite)
 	}
-	fs, err := suites.Select(suites.All(), []string{suite})
+	fs, err := framework.Select(suites.All(), []string{suite})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestUpstream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	start := time.Now()
-	specs, err := suites.RunUpstream(ctx, harness.Env.Client, *upstreamBin, harness.Kubeconfig(), dir)
+	specs, err := framework.RunUpstream(ctx, harness.Env.Client, *upstreamBin, harness.Kubeconfig(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}

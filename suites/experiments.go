@@ -3,6 +3,7 @@ package suites
 import (
 	"context"
 	"fmt"
+	"github.com/gangbench/gangbench/suites/framework"
 	"regexp"
 	"slices"
 	"strconv"
@@ -10,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gangbench/gangbench/scenarios"
@@ -41,7 +41,7 @@ func names(ms []scenarios.Member) []string {
 
 // experiment1 creates two teams of 3 × 2 GPUs on 8 GPUs, interleaved, and waits until the scheduler
 // decided on every pod.
-func experiment1(ctx context.Context, t *testing.T, l *Lane, minCount int32) Outcome {
+func experiment1(ctx context.Context, t *testing.T, l *framework.Lane, minCount int32) framework.Outcome {
 	t.Helper()
 	teams := []string{"team-a", "team-b"}
 	for _, team := range teams {
@@ -54,32 +54,32 @@ func experiment1(ctx context.Context, t *testing.T, l *Lane, minCount int32) Out
 		// decided on this one, as when the lab applies them one by one. Without this a fast client
 		// hands the scheduler a whole team in one group cycle and the split reflects timing.
 		if minCount == 0 {
-			l.WaitDecided(ctx, t, l.env.d(30*time.Second), m.Name)
+			l.WaitDecided(ctx, t, l.Env.Scaled(30*time.Second), m.Name)
 		}
 	}
-	return l.WaitDecided(ctx, t, l.env.d(60*time.Second), names(ms)...)
+	return l.WaitDecided(ctx, t, l.Env.Scaled(60*time.Second), names(ms)...)
 }
 
-func experimentFeatures() []Feature {
-	lane := LaneSpec{Nodes: 1, GPUsPerNode: 8}
-	var gangOutcome Outcome
-	var basicOutcome Outcome
-	return []Feature{
+func experimentFeatures() []framework.Feature {
+	lane := framework.LaneSpec{Nodes: 1, GPUsPerNode: 8}
+	var gangOutcome framework.Outcome
+	var basicOutcome framework.Outcome
+	return []framework.Feature{
 		{
 			Suite: "experiments", Name: "experiment 1 and 2, basic control", Lane: lane,
-			Steps: []Step{
-				{A: Assertion{ID: "EXP-1a", Statement: "basic groups split 2+2: 8/8 GPUs used, no team complete", Ref: expRef + " experiment 1"},
-					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "EXP-1a", Statement: "basic groups split 2+2: 8/8 GPUs used, no team complete", Ref: expRef + " experiment 1"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 						basicOutcome = experiment1(ctx, t, l, 0)
 						t.Logf("basic: %s", basicOutcome)
 						if basicOutcome.Bound("team-a") != 2 || basicOutcome.Bound("team-b") != 2 || basicOutcome.GPUs != 8 {
 							t.Errorf("want team-a 2 bound, team-b 2 bound, 8 GPUs; got %s", basicOutcome)
 						}
 					}},
-				{A: Assertion{ID: "EXP-2a", Statement: "basic PodGroups both report True/Scheduled with an empty message although incomplete", Ref: expRef + " experiment 2"},
-					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+				{A: framework.Assertion{ID: "EXP-2a", Statement: "basic PodGroups both report True/Scheduled with an empty message although incomplete", Ref: expRef + " experiment 2"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 						for _, team := range []string{"team-a", "team-b"} {
-							c := l.WaitCondition(ctx, t, l.env.d(30*time.Second), team, metav1.ConditionTrue, "Scheduled")
+							c := l.WaitCondition(ctx, t, l.Env.Scaled(30*time.Second), team, metav1.ConditionTrue, "Scheduled")
 							if c.Message != "" {
 								t.Errorf("%s: message %q, want empty", team, c.Message)
 							}
@@ -89,9 +89,9 @@ func experimentFeatures() []Feature {
 		},
 		{
 			Suite: "experiments", Name: "experiment 1, 2 and 3, gang", Lane: lane,
-			Steps: []Step{
-				{A: Assertion{ID: "EXP-1b", Statement: "gangs of minCount 3 place one team whole and the other not at all: 6/8 GPUs, never 2+1", Ref: expRef + " experiment 1; gang-semantics §11.B.13"},
-					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "EXP-1b", Statement: "gangs of minCount 3 place one team whole and the other not at all: 6/8 GPUs, never 2+1", Ref: expRef + " experiment 1; gang-semantics §11.B.13"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 						gangOutcome = experiment1(ctx, t, l, 3)
 						t.Logf("gang: %s", gangOutcome)
 						a, b := gangOutcome.Bound("team-a"), gangOutcome.Bound("team-b")
@@ -99,26 +99,26 @@ func experimentFeatures() []Feature {
 							t.Errorf("want one team 3/3 and the other 0/3 with 6 GPUs; got %s", gangOutcome)
 						}
 					}},
-				{A: Assertion{ID: "EXP-2b", Statement: "the complete gang is True/Scheduled, the incomplete one False/Unschedulable with a minCount message", Ref: expRef + " experiment 2"},
-					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+				{A: framework.Assertion{ID: "EXP-2b", Statement: "the complete gang is True/Scheduled, the incomplete one False/Unschedulable with a minCount message", Ref: expRef + " experiment 2"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 						winner, loser := "team-a", "team-b"
 						if gangOutcome.Bound("team-b") == 3 {
 							winner, loser = loser, winner
 						}
-						l.WaitCondition(ctx, t, l.env.d(30*time.Second), winner, metav1.ConditionTrue, "Scheduled")
-						c := l.WaitCondition(ctx, t, l.env.d(30*time.Second), loser, metav1.ConditionFalse, "Unschedulable")
+						l.WaitCondition(ctx, t, l.Env.Scaled(30*time.Second), winner, metav1.ConditionTrue, "Scheduled")
+						c := l.WaitCondition(ctx, t, l.Env.Scaled(30*time.Second), loser, metav1.ConditionFalse, "Unschedulable")
 						if !strings.Contains(c.Message, "minCount (3) cannot be satisfied") {
 							t.Errorf("%s: message %q lacks %q", loser, c.Message, "minCount (3) cannot be satisfied")
 						}
 					}},
-				{A: Assertion{ID: "EXP-3", Statement: "pending gang pods get both FailedScheduling kinds: the resource message and the gang message", Ref: expRef + " experiment 3; gang-semantics §3.4"},
-					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+				{A: framework.Assertion{ID: "EXP-3", Statement: "pending gang pods get both FailedScheduling kinds: the resource message and the gang message", Ref: expRef + " experiment 3; gang-semantics §3.4"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 						loser := "team-b"
 						if gangOutcome.Bound("team-b") == 3 {
 							loser = "team-a"
 						}
 						var gang, resource bool
-						l.EventuallySettled(ctx, t, l.env.d(30*time.Second), "both FailedScheduling messages on "+loser+" pods", func(ctx context.Context) (bool, string, error) {
+						l.EventuallySettled(ctx, t, l.Env.Scaled(30*time.Second), "both FailedScheduling messages on "+loser+" pods", func(ctx context.Context) (bool, string, error) {
 							evs, err := l.Events(ctx, "")
 							if err != nil {
 								return false, "", err
@@ -139,9 +139,9 @@ func experimentFeatures() []Feature {
 		},
 		{
 			Suite: "experiments", Name: "experiment 4, minCount is a threshold", Lane: lane,
-			Steps: []Step{
-				{A: Assertion{ID: "EXP-4", Statement: "a gang of 5 with minCount 3 on room for 4 binds exactly 4, 8/8 GPUs, and the PodGroup is seen True/Scheduled", Ref: expRef + " experiment 4; gang-semantics §11.B.8"},
-					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "EXP-4", Statement: "a gang of 5 with minCount 3 on room for 4 binds exactly 4, 8/8 GPUs, and the PodGroup is seen True/Scheduled", Ref: expRef + " experiment 4; gang-semantics §11.B.8"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 						// All 5 arrive together, as the lab applies them, so the fifth is left over from
 						// the cycle that binds 4 and retried at once: on v1.37.2 the race KNOWN-01
 						// describes can then turn the condition False milliseconds after its True. The
@@ -149,13 +149,13 @@ func experimentFeatures() []Feature {
 						// 4 bound?), and the run-wide monitor judges any later flip.
 						r := startRecorder(ctx, t, l, false)
 						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "team-a", MinCount: 3})
-						ms := Members("team-a", 5, 2)
+						ms := framework.Members("team-a", 5, 2)
 						l.CreatePods(ctx, t, ms...)
-						l.WaitDecided(ctx, t, l.env.d(60*time.Second), names(ms)...)
+						l.WaitDecided(ctx, t, l.Env.Scaled(60*time.Second), names(ms)...)
 						// Every member has been looked at; one marked unschedulable in one cycle can
 						// still be bound in the next (the pods arrive one by one), so the final count
 						// is awaited within a window rather than read at the first decision.
-						l.EventuallySettled(ctx, t, l.env.d(30*time.Second), "4 of team-a bound, 1 unschedulable, 8 GPUs", func(ctx context.Context) (bool, string, error) {
+						l.EventuallySettled(ctx, t, l.Env.Scaled(30*time.Second), "4 of team-a bound, 1 unschedulable, 8 GPUs", func(ctx context.Context) (bool, string, error) {
 							o, err := l.Observe(ctx)
 							if err != nil {
 								return false, "", err
@@ -163,9 +163,9 @@ func experimentFeatures() []Feature {
 							if o.Bound("team-a") > 4 || o.GPUs > 8 {
 								return false, "", fmt.Errorf("more than room for 4 bound: %s", o)
 							}
-							return o.Bound("team-a") == 4 && o.Count("team-a", Unschedulable) == 1 && o.GPUs == 8, o.String(), nil
+							return o.Bound("team-a") == 4 && o.Count("team-a", framework.Unschedulable) == 1 && o.GPUs == 8, o.String(), nil
 						})
-						l.EventuallySettled(ctx, t, l.env.d(30*time.Second), "PodGroup team-a seen True/Scheduled", func(context.Context) (bool, string, error) {
+						l.EventuallySettled(ctx, t, l.Env.Scaled(30*time.Second), "PodGroup team-a seen True/Scheduled", func(context.Context) (bool, string, error) {
 							seen := r.groupConditions("team-a")
 							return slices.ContainsFunc(seen, func(c string) bool { return strings.HasPrefix(c, "True/Scheduled") }), fmt.Sprintf("the watch saw %v", seen), nil
 						})
@@ -173,16 +173,6 @@ func experimentFeatures() []Feature {
 			},
 		},
 	}
-}
-
-// podScheduledReason returns the reason of a pod's PodScheduled=False condition.
-func podScheduledReason(p *corev1.Pod) string {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return c.Reason
-		}
-	}
-	return ""
 }
 
 // gangMessageRE is the FailedScheduling message of a gang member whose group cannot reach minCount:

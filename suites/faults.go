@@ -3,6 +3,7 @@ package suites
 import (
 	"context"
 	"fmt"
+	"github.com/gangbench/gangbench/suites/framework"
 	"slices"
 	"strings"
 	"sync"
@@ -54,10 +55,10 @@ type fltWatch struct {
 	groupsBefore []string
 }
 
-func fltStart(ctx context.Context, t *testing.T, l *Lane) *fltWatch {
+func fltStart(ctx context.Context, t *testing.T, l *framework.Lane) *fltWatch {
 	t.Helper()
 	w := &fltWatch{tl: timeline.NewTimeline(nil)}
-	sctx, cancel := context.WithTimeout(ctx, l.env.d(30*time.Second))
+	sctx, cancel := context.WithTimeout(ctx, l.Env.Scaled(30*time.Second))
 	defer cancel()
 	w.rec = timeline.NewRecorder(l.Client, l.Name, w.tl)
 	if err := w.rec.Start(sctx); err != nil {
@@ -92,7 +93,7 @@ func (w *fltWatch) require(t *testing.T) {
 
 // createGangs creates gangs of n members × gpus with minCount n, each PodGroup before its pods, and
 // records the groups in the timeline so the partial-placement check knows their quorum.
-func (w *fltWatch) createGangs(ctx context.Context, t *testing.T, l *Lane, n int, gpus int64, groups ...string) {
+func (w *fltWatch) createGangs(ctx context.Context, t *testing.T, l *framework.Lane, n int, gpus int64, groups ...string) {
 	t.Helper()
 	// The members arrive interleaved (a-0, b-0, c-0, a-1, …), as from several job controllers at
 	// once: a scheduler that places pods one by one in arrival order then splits the gangs that do
@@ -102,7 +103,7 @@ func (w *fltWatch) createGangs(ctx context.Context, t *testing.T, l *Lane, n int
 	for i, g := range groups {
 		l.CreatePodGroup(ctx, t, scenarios.Group{Name: g, MinCount: int32(n)})
 		w.tl.Add(timeline.Event{Time: time.Now(), Kind: timeline.PodGroupCreated, Group: g, MinCount: n, Policy: "gang", DisruptionMode: "single"})
-		members[i] = Members(g, n, gpus)
+		members[i] = framework.Members(g, n, gpus)
 	}
 	var interleaved []scenarios.Member
 	for k := range n {
@@ -114,7 +115,7 @@ func (w *fltWatch) createGangs(ctx context.Context, t *testing.T, l *Lane, n int
 }
 
 // fltNames lists the lane's pods (canaries excluded: they come and go on purpose) and PodGroups.
-func fltNames(ctx context.Context, l *Lane) (pods, groups []string, err error) {
+func fltNames(ctx context.Context, l *framework.Lane) (pods, groups []string, err error) {
 	ps, err := l.Pods(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -137,7 +138,7 @@ func fltNames(ctx context.Context, l *Lane) (pods, groups []string, err error) {
 }
 
 // snapshotBefore records the lane's objects just before a fault.
-func (w *fltWatch) snapshotBefore(ctx context.Context, t *testing.T, l *Lane) {
+func (w *fltWatch) snapshotBefore(ctx context.Context, t *testing.T, l *framework.Lane) {
 	t.Helper()
 	var err error
 	if w.podsBefore, w.groupsBefore, err = fltNames(ctx, l); err != nil {
@@ -147,10 +148,10 @@ func (w *fltWatch) snapshotBefore(ctx context.Context, t *testing.T, l *Lane) {
 
 // inject breaks the component (kill: SIGKILL; otherwise SIGTERM), runs down (may be nil) while it
 // is down, and starts it again, recording when.
-func (w *fltWatch) inject(ctx context.Context, t *testing.T, l *Lane, c clusters.Component, kill bool, down func()) {
+func (w *fltWatch) inject(ctx context.Context, t *testing.T, l *framework.Lane, c clusters.Component, kill bool, down func()) {
 	t.Helper()
-	ctl := l.env.Cluster.Control
-	rctx, cancel := context.WithTimeout(ctx, l.env.d(2*time.Minute))
+	ctl := l.Env.Cluster.Control
+	rctx, cancel := context.WithTimeout(ctx, l.Env.Scaled(2*time.Minute))
 	defer cancel()
 	w.faultAt = time.Now()
 	// One of the two, never both: a Stop before the Kill made every "kill" a graceful stop (the
@@ -179,13 +180,13 @@ func (w *fltWatch) inject(ctx context.Context, t *testing.T, l *Lane, c clusters
 
 // waitRecovered waits for the first bind the pod watch sees after the component was started again
 // and logs the time from the fault to it: the recovery time issue 7 asks for.
-func (w *fltWatch) waitRecovered(ctx context.Context, t *testing.T, l *Lane, what string) {
+func (w *fltWatch) waitRecovered(ctx context.Context, t *testing.T, l *framework.Lane, what string) {
 	t.Helper()
 	after := w.startAt
 	if after.IsZero() {
 		after = w.readyAt
 	}
-	Eventually(ctx, t, l.env.d(90*time.Second), "a pod bound after "+what, func(context.Context) (bool, string, error) {
+	framework.Eventually(ctx, t, l.Env.Scaled(90*time.Second), "a pod bound after "+what, func(context.Context) (bool, string, error) {
 		first, ok := timeline.FirstBindAfter(w.tl.Events(), after)
 		if !ok {
 			return false, fmt.Sprintf("%d pods bound in the lane, none after %s", len(w.binds()), after.Format("15:04:05.000")), nil
@@ -209,12 +210,12 @@ func (w *fltWatch) binds() []timeline.Event {
 
 // waitGangs waits until exactly `whole` of the groups have all n members bound and the others
 // none, with every gang's condition True/Scheduled for the bound ones. It returns the bound groups.
-func fltWaitGangs(ctx context.Context, t *testing.T, l *Lane, n, whole int, groups []string) []string {
+func fltWaitGangs(ctx context.Context, t *testing.T, l *framework.Lane, n, whole int, groups []string) []string {
 	t.Helper()
 	var bound []string
 	var hopeless string
-	var certain certainty
-	Eventually(ctx, t, l.env.d(90*time.Second), fmt.Sprintf("%d of gangs %v bound whole (%d members each), the rest not at all", whole, groups, n), func(ctx context.Context) (bool, string, error) {
+	var certain framework.Certainty
+	framework.Eventually(ctx, t, l.Env.Scaled(90*time.Second), fmt.Sprintf("%d of gangs %v bound whole (%d members each), the rest not at all", whole, groups, n), func(ctx context.Context) (bool, string, error) {
 		o, err := l.Observe(ctx)
 		if err != nil {
 			return false, "", err
@@ -231,7 +232,7 @@ func fltWaitGangs(ctx context.Context, t *testing.T, l *Lane, n, whole int, grou
 			}
 		}
 		if len(split) == 0 {
-			certain.held("")
+			certain.Held("")
 			return len(bound) == whole, o.String(), nil
 		}
 		// A split gang whose missing members can no longer bind stays split: stop once that is
@@ -246,7 +247,7 @@ func fltWaitGangs(ctx context.Context, t *testing.T, l *Lane, n, whole int, grou
 				unbound = append(unbound, p.Name)
 			}
 		}
-		if why := l.cannotBind(pods, unbound); certain.held(why) {
+		if why := l.CannotBind(pods, unbound); certain.Held(why) {
 			hopeless = fmt.Sprintf("gangs %v are split and %s; last seen: %s", split, why, o)
 			return true, "", nil
 		}
@@ -262,9 +263,9 @@ func fltWaitGangs(ctx context.Context, t *testing.T, l *Lane, n, whole int, grou
 // than the grace at any moment after recovered (the pod watch's timeline), and no gang with
 // 0 < bound < minCount now and for a short window, followed by a canary proving the scheduler was
 // alive to place anything.
-func (w *fltWatch) checkNoPartial(ctx context.Context, t *testing.T, l *Lane, n int, groups []string) {
+func (w *fltWatch) checkNoPartial(ctx context.Context, t *testing.T, l *framework.Lane, n int, groups []string) {
 	t.Helper()
-	Consistently(ctx, t, l.env.d(3*time.Second), "no gang partially bound", func(ctx context.Context) (bool, string, error) {
+	framework.Consistently(ctx, t, l.Env.Scaled(3*time.Second), "no gang partially bound", func(ctx context.Context) (bool, string, error) {
 		o, err := l.Observe(ctx)
 		if err != nil {
 			return false, "", err
@@ -284,7 +285,7 @@ func (w *fltWatch) checkNoPartial(ctx context.Context, t *testing.T, l *Lane, n 
 
 // checkMonotonic checks the lane's PodGroups never left True, as the status monitor saw them
 // across the fault, and that the monitor was watching (a blind monitor proves nothing).
-func (w *fltWatch) checkMonotonic(ctx context.Context, t *testing.T, l *Lane, trueGroups []string) {
+func (w *fltWatch) checkMonotonic(ctx context.Context, t *testing.T, l *framework.Lane, trueGroups []string) {
 	t.Helper()
 	seen := map[string]bool{}
 	for _, tr := range w.mon.Transitions() {
@@ -296,7 +297,7 @@ func (w *fltWatch) checkMonotonic(ctx context.Context, t *testing.T, l *Lane, tr
 		if !seen[g] {
 			t.Errorf("the status monitor never saw PodGroup %s: its watch did not survive the fault", g)
 		}
-		l.WaitCondition(ctx, t, l.env.d(30*time.Second), g, metav1.ConditionTrue, "Scheduled")
+		l.WaitCondition(ctx, t, l.Env.Scaled(30*time.Second), g, metav1.ConditionTrue, "Scheduled")
 	}
 	for _, v := range w.mon.Violations() {
 		if v.Namespace == l.Name {
@@ -309,7 +310,7 @@ func (w *fltWatch) checkMonotonic(ctx context.Context, t *testing.T, l *Lane, tr
 
 // checkNothingLost compares the lane's objects with those before the fault plus those created
 // since (expected), by name.
-func (w *fltWatch) checkNothingLost(ctx context.Context, t *testing.T, l *Lane, createdPods, createdGroups []string) {
+func (w *fltWatch) checkNothingLost(ctx context.Context, t *testing.T, l *framework.Lane, createdPods, createdGroups []string) {
 	t.Helper()
 	pods, groups, err := fltNames(ctx, l)
 	if err != nil {
@@ -349,32 +350,32 @@ func fltMissing(want, have []string) []string {
 func fltPodNames(n int, groups ...string) []string {
 	var out []string
 	for _, g := range groups {
-		for _, m := range Members(g, n, 0) {
+		for _, m := range framework.Members(g, n, 0) {
 			out = append(out, m.Name)
 		}
 	}
 	return out
 }
 
-func faultFeatures() []Feature {
-	return []Feature{fltSchedulerKill(), fltAPIServerRestart(), fltKwokRestart(), fltGPUUnhealthy(), fltKubeletRestart()}
+func faultFeatures() []framework.Feature {
+	return []framework.Feature{fltSchedulerKill(), fltAPIServerRestart(), fltKwokRestart(), fltGPUUnhealthy(), fltKubeletRestart()}
 }
 
 // fltSchedulerKill: 6 gangs of 4 × 2 GPUs on 32 GPUs, so 4 fit; the scheduler is killed with
 // SIGKILL once the third gang's pods are created, the burst goes on while it is dead, and it is
 // started again after the sixth gang's pods.
-func fltSchedulerKill() Feature {
+func fltSchedulerKill() framework.Feature {
 	const n, gpus = 4, 2
 	first, second := []string{"gang-a", "gang-b", "gang-c"}, []string{"gang-d", "gang-e", "gang-f"}
 	all := slices.Concat(first, second)
 	var w *fltWatch
 	var bound []string
-	return Feature{
-		Suite: "faults", Name: "scheduler kill -9 in the middle of a burst of gangs", Lane: LaneSpec{Nodes: 4, GPUsPerNode: 8},
+	return framework.Feature{
+		Suite: "faults", Name: "scheduler kill -9 in the middle of a burst of gangs", Lane: framework.LaneSpec{Nodes: 4, GPUsPerNode: 8},
 		Serial: true, NeedsControl: true,
-		Steps: []Step{
-			{A: Assertion{ID: "FLT-01", Statement: "after SIGKILL of the kube-scheduler halfway through a burst of gangs (the burst going on while it is down) and a restart, the scheduler binds again (time from the kill to the first bind after the restart is measured)", Ref: fltRef},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "FLT-01", Statement: "after SIGKILL of the kube-scheduler halfway through a burst of gangs (the burst going on while it is down) and a restart, the scheduler binds again (time from the kill to the first bind after the restart is measured)", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					w = fltStart(ctx, t, l)
 					t.Cleanup(func() {
 						if t.Failed() {
@@ -389,24 +390,24 @@ func fltSchedulerKill() Feature {
 					})
 					w.waitRecovered(ctx, t, l, "the scheduler was restarted")
 				}},
-			{A: Assertion{ID: "FLT-02", Statement: "after the scheduler's recovery every gang that fits is bound whole: 4 of 6 gangs with all 4 members (32 of 32 GPUs), the other 2 with none", Ref: fltRef},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "FLT-02", Statement: "after the scheduler's recovery every gang that fits is bound whole: 4 of 6 gangs with all 4 members (32 of 32 GPUs), the other 2 with none", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					w.require(t)
 					bound = fltWaitGangs(ctx, t, l, n, 4, all)
 					t.Logf("bound gangs: %v", bound)
 				}},
-			{A: Assertion{ID: "FLT-03", Statement: "no gang is partially placed below minCount at any time after the scheduler's recovery", Ref: fltRef},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "FLT-03", Statement: "no gang is partially placed below minCount at any time after the scheduler's recovery", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					w.require(t)
 					w.checkNoPartial(ctx, t, l, n, all)
 				}},
-			{A: Assertion{ID: "FLT-04", Statement: "PodGroup status stays monotonic across the kill: no PodGroupInitiallyScheduled leaves True, and the bound gangs are True/Scheduled", Ref: fltRef},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "FLT-04", Statement: "PodGroup status stays monotonic across the kill: no PodGroupInitiallyScheduled leaves True, and the bound gangs are True/Scheduled", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					w.require(t)
 					w.checkMonotonic(ctx, t, l, bound)
 				}},
-			{A: Assertion{ID: "FLT-05", Statement: "nothing is lost across the scheduler kill: the pods and PodGroups after recovery are those before it plus those created since", Ref: fltRef},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "FLT-05", Statement: "nothing is lost across the scheduler kill: the pods and PodGroups after recovery are those before it plus those created since", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					defer w.stop()
 					w.require(t)
 					w.checkNothingLost(ctx, t, l, fltPodNames(n, second...), second)
@@ -417,18 +418,18 @@ func fltSchedulerKill() Feature {
 
 // fltAPIServerRestart: 2 gangs of 2 × 2 GPUs bound on 16 GPUs, a graceful apiserver restart, then
 // 2 more gangs that fill the lane. The scheduler's watches must come back to see them.
-func fltAPIServerRestart() Feature {
+func fltAPIServerRestart() framework.Feature {
 	const n, gpus = 2, 2
 	first, second := []string{"gang-a", "gang-b"}, []string{"gang-c", "gang-d"}
 	all := slices.Concat(first, second)
 	var w *fltWatch
 	before := map[string]*metav1.Condition{}
-	return Feature{
-		Suite: "faults", Name: "apiserver restart between two bursts of gangs", Lane: LaneSpec{Nodes: 2, GPUsPerNode: 8},
+	return framework.Feature{
+		Suite: "faults", Name: "apiserver restart between two bursts of gangs", Lane: framework.LaneSpec{Nodes: 2, GPUsPerNode: 8},
 		Serial: true, NeedsControl: true,
-		Steps: []Step{
-			{A: Assertion{ID: "FLT-06", Statement: "after a kube-apiserver restart (SIGTERM, start) the scheduler binds gangs created afterwards (time from the restart to the first bind after it is measured)", Ref: fltRef},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "FLT-06", Statement: "after a kube-apiserver restart (SIGTERM, start) the scheduler binds gangs created afterwards (time from the restart to the first bind after it is measured)", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					w = fltStart(ctx, t, l)
 					t.Cleanup(func() {
 						if t.Failed() {
@@ -438,21 +439,21 @@ func fltAPIServerRestart() Feature {
 					w.createGangs(ctx, t, l, n, gpus, first...)
 					fltWaitGangs(ctx, t, l, n, len(first), first)
 					for _, g := range first {
-						before[g] = l.WaitCondition(ctx, t, l.env.d(30*time.Second), g, metav1.ConditionTrue, "Scheduled")
+						before[g] = l.WaitCondition(ctx, t, l.Env.Scaled(30*time.Second), g, metav1.ConditionTrue, "Scheduled")
 					}
 					w.snapshotBefore(ctx, t, l)
 					w.inject(ctx, t, l, clusters.APIServer, false, nil)
 					w.createGangs(ctx, t, l, n, gpus, second...)
 					w.waitRecovered(ctx, t, l, "the apiserver was restarted")
 				}},
-			{A: Assertion{ID: "FLT-07", Statement: "after the apiserver restart every gang that fits is bound whole (4 of 4 gangs) and none is partially placed at any time after recovery", Ref: fltRef},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "FLT-07", Statement: "after the apiserver restart every gang that fits is bound whole (4 of 4 gangs) and none is partially placed at any time after recovery", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					w.require(t)
 					fltWaitGangs(ctx, t, l, n, len(all), all)
 					w.checkNoPartial(ctx, t, l, n, all)
 				}},
-			{A: Assertion{ID: "FLT-08", Statement: "PodGroup status stays monotonic across the apiserver restart: conditions True before it keep their lastTransitionTime, and none leaves True", Ref: fltRef},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "FLT-08", Statement: "PodGroup status stays monotonic across the apiserver restart: conditions True before it keep their lastTransitionTime, and none leaves True", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					w.require(t)
 					w.checkMonotonic(ctx, t, l, all)
 					for g, c := range before {
@@ -460,13 +461,13 @@ func fltAPIServerRestart() Feature {
 						if err != nil {
 							t.Fatal(err)
 						}
-						if now := GroupCondition(pg); now == nil || now.Status != metav1.ConditionTrue || !now.LastTransitionTime.Equal(&c.LastTransitionTime) {
-							t.Errorf("PodGroup %s: condition %s after the restart, was %s", g, describeCondition(now), describeCondition(c))
+						if now := framework.GroupCondition(pg); now == nil || now.Status != metav1.ConditionTrue || !now.LastTransitionTime.Equal(&c.LastTransitionTime) {
+							t.Errorf("PodGroup %s: condition %s after the restart, was %s", g, framework.DescribeCondition(now), framework.DescribeCondition(c))
 						}
 					}
 				}},
-			{A: Assertion{ID: "FLT-09", Statement: "nothing is lost across the apiserver restart: the pods and PodGroups after it are those before it plus those created since", Ref: fltRef},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "FLT-09", Statement: "nothing is lost across the apiserver restart: the pods and PodGroups after it are those before it plus those created since", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					defer w.stop()
 					w.require(t)
 					w.checkNothingLost(ctx, t, l, fltPodNames(n, second...), second)
@@ -476,7 +477,7 @@ func fltAPIServerRestart() Feature {
 }
 
 // fltPodsRunning returns the named pods' node, phase and UID, and whether all are Running.
-func fltPodsRunning(ctx context.Context, l *Lane, names []string) (map[string]corev1.Pod, bool, string, error) {
+func fltPodsRunning(ctx context.Context, l *framework.Lane, names []string) (map[string]corev1.Pod, bool, string, error) {
 	ps, err := l.Pods(ctx)
 	if err != nil {
 		return nil, false, "", err
@@ -504,7 +505,7 @@ func fltPodsRunning(ctx context.Context, l *Lane, names []string) (map[string]co
 }
 
 // fltNodesReady reports whether every lane node is Ready.
-func fltNodesReady(ctx context.Context, l *Lane) (bool, string, error) {
+func fltNodesReady(ctx context.Context, l *framework.Lane) (bool, string, error) {
 	var bad []string
 	for _, n := range l.Nodes {
 		node, err := l.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
@@ -534,10 +535,10 @@ type fltReadiness struct {
 	samples  int
 }
 
-func fltSampleReadiness(ctx context.Context, l *Lane) *fltReadiness {
+func fltSampleReadiness(ctx context.Context, l *framework.Lane) *fltReadiness {
 	r := &fltReadiness{stopCh: make(chan struct{})}
 	r.wg.Go(func() {
-		tick := time.NewTicker(pollInterval)
+		tick := time.NewTicker(framework.PollInterval)
 		defer tick.Stop()
 		for {
 			ok, state, err := fltNodesReady(ctx, l)
@@ -579,18 +580,18 @@ func (r *fltReadiness) stop() ([]string, int) {
 
 // fltKwokRestart: kwok plays every kubelet; a restart must not make nodes NotReady, pods lose
 // their Running state or be recreated, or new pods stay Pending.
-func fltKwokRestart() Feature {
+func fltKwokRestart() framework.Feature {
 	const n, gpus = 2, 4
 	first, second := "gang-a", "gang-b"
 	var w *fltWatch
 	var running map[string]corev1.Pod
 	var sampler *fltReadiness
-	return Feature{
-		Suite: "faults", Name: "kwok controller restart with gangs running", Lane: LaneSpec{Nodes: 2, GPUsPerNode: 8},
+	return framework.Feature{
+		Suite: "faults", Name: "kwok controller restart with gangs running", Lane: framework.LaneSpec{Nodes: 2, GPUsPerNode: 8},
 		Serial: true, NeedsControl: true,
-		Steps: []Step{
-			{A: Assertion{ID: "FLT-10", Statement: "after a restart of the kwok controller (the simulated kubelets) a gang created afterwards is bound whole and its pods become Running (time from the restart to those pods Running is measured)", Ref: "issue 7 (faults under load)"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "FLT-10", Statement: "after a restart of the kwok controller (the simulated kubelets) a gang created afterwards is bound whole and its pods become Running (time from the restart to those pods Running is measured)", Ref: "issue 7 (faults under load)"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					w = fltStart(ctx, t, l)
 					t.Cleanup(func() {
 						if t.Failed() {
@@ -600,7 +601,7 @@ func fltKwokRestart() Feature {
 					})
 					w.createGangs(ctx, t, l, n, gpus, first)
 					names := fltPodNames(n, first)
-					Eventually(ctx, t, l.env.d(60*time.Second), fmt.Sprintf("pods %v Running", names), func(ctx context.Context) (bool, string, error) {
+					framework.Eventually(ctx, t, l.Env.Scaled(60*time.Second), fmt.Sprintf("pods %v Running", names), func(ctx context.Context) (bool, string, error) {
 						got, ok, state, err := fltPodsRunning(ctx, l, names)
 						running = got
 						return ok, state, err
@@ -617,7 +618,7 @@ func fltKwokRestart() Feature {
 					// about 40 s after a kwok restart, while the scheduler binds them at once. The
 					// bound was 90 s until make test on 2026-12-07 saw them bound but still Pending
 					// at 90 s, once in two runs (why kwok took longer is not known yet).
-					Eventually(ctx, t, l.env.d(150*time.Second), fmt.Sprintf("pods %v Running", names), func(ctx context.Context) (bool, string, error) {
+					framework.Eventually(ctx, t, l.Env.Scaled(150*time.Second), fmt.Sprintf("pods %v Running", names), func(ctx context.Context) (bool, string, error) {
 						_, ok, state, err := fltPodsRunning(ctx, l, names)
 						return ok, state, err
 					})
@@ -625,10 +626,10 @@ func fltKwokRestart() Feature {
 					t.Logf("measurement recoverySeconds=%.3f", w.recovered.Sub(w.faultAt).Seconds())
 					fltWaitGangs(ctx, t, l, n, 2, []string{first, second})
 				}},
-			{A: Assertion{ID: "FLT-11", Statement: "the lane's nodes stay Ready and schedulable through the kwok restart and after it", Ref: "issue 7 (faults under load)"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "FLT-11", Statement: "the lane's nodes stay Ready and schedulable through the kwok restart and after it", Ref: "issue 7 (faults under load)"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					w.require(t)
-					Consistently(ctx, t, l.env.d(5*time.Second), "lane nodes Ready after the kwok restart", func(ctx context.Context) (bool, string, error) {
+					framework.Consistently(ctx, t, l.Env.Scaled(5*time.Second), "lane nodes Ready after the kwok restart", func(ctx context.Context) (bool, string, error) {
 						return fltNodesReady(ctx, l)
 					})
 					notReady, samples := sampler.stop()
@@ -640,11 +641,11 @@ func fltKwokRestart() Feature {
 						t.Errorf("lane nodes not Ready around the kwok restart: %s", s)
 					}
 				}},
-			{A: Assertion{ID: "FLT-12", Statement: "pods Running before the kwok restart stay Running on the same nodes with the same UIDs", Ref: "issue 7 (faults under load)"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "FLT-12", Statement: "pods Running before the kwok restart stay Running on the same nodes with the same UIDs", Ref: "issue 7 (faults under load)"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					w.require(t)
 					names := fltPodNames(n, first)
-					Consistently(ctx, t, l.env.d(3*time.Second), fmt.Sprintf("pods %v Running, same node and UID", names), func(ctx context.Context) (bool, string, error) {
+					framework.Consistently(ctx, t, l.Env.Scaled(3*time.Second), fmt.Sprintf("pods %v Running, same node and UID", names), func(ctx context.Context) (bool, string, error) {
 						got, ok, state, err := fltPodsRunning(ctx, l, names)
 						if err != nil || !ok {
 							return ok, state, err
@@ -658,8 +659,8 @@ func fltKwokRestart() Feature {
 						return true, state, nil
 					})
 				}},
-			{A: Assertion{ID: "FLT-13", Statement: "nothing is lost across the kwok restart: the pods and PodGroups after it are those before it plus those created since, none was deleted, no gang is partially placed and status stays monotonic", Ref: fltRef},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "FLT-13", Statement: "nothing is lost across the kwok restart: the pods and PodGroups after it are those before it plus those created since, none was deleted, no gang is partially placed and status stays monotonic", Ref: fltRef},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					defer w.stop()
 					w.require(t)
 					w.checkNothingLost(ctx, t, l, fltPodNames(n, second), []string{second})

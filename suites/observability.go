@@ -3,6 +3,7 @@ package suites
 import (
 	"context"
 	"fmt"
+	"github.com/gangbench/gangbench/suites/framework"
 	"strings"
 	"testing"
 	"time"
@@ -30,8 +31,8 @@ type obsScrape struct {
 	get  func(context.Context) (*metrics.Snapshot, error)
 }
 
-func obsScheduler(l *Lane) obsScrape { return obsScrape{"scheduler", l.env.SchedulerMetrics} }
-func obsAPIServer(l *Lane) obsScrape { return obsScrape{"apiserver", l.env.APIServerMetrics} }
+func obsScheduler(l *framework.Lane) obsScrape { return obsScrape{"scheduler", l.Env.SchedulerMetrics} }
+func obsAPIServer(l *framework.Lane) obsScrape { return obsScrape{"apiserver", l.Env.APIServerMetrics} }
 
 // obsBaseline is a scrape taken before a scenario, or why none could be taken.
 type obsBaseline struct {
@@ -74,7 +75,7 @@ func (b obsBaseline) waitDelta(ctx context.Context, t *testing.T, timeout time.D
 	t.Helper()
 	b.require(t)
 	var d float64
-	err := Poll(ctx, timeout, fmt.Sprintf("%s to rise by ≥%g", obsSelector(name, match), atLeast), func(ctx context.Context) (bool, string, error) {
+	err := framework.Poll(ctx, timeout, fmt.Sprintf("%s to rise by ≥%g", obsSelector(name, match), atLeast), func(ctx context.Context) (bool, string, error) {
 		after, err := b.src.get(ctx)
 		if err != nil {
 			return false, "", err
@@ -94,14 +95,14 @@ func (b obsBaseline) waitDelta(ctx context.Context, t *testing.T, timeout time.D
 }
 
 // obsGauge polls a scheduler gauge until it is at least atLeast (an Error if it never is).
-func obsGauge(ctx context.Context, t *testing.T, l *Lane, name string, match map[string]string, atLeast float64) {
+func obsGauge(ctx context.Context, t *testing.T, l *framework.Lane, name string, match map[string]string, atLeast float64) {
 	t.Helper()
-	if _, err := l.env.SchedulerMetrics(ctx); err != nil {
+	if _, err := l.Env.SchedulerMetrics(ctx); err != nil {
 		t.Skipf("scheduler metrics unavailable: %v", err)
 	}
 	var v float64
-	err := l.PollSettled(ctx, l.env.d(30*time.Second), fmt.Sprintf("%s ≥ %g", obsSelector(name, match), atLeast), func(ctx context.Context) (bool, string, error) {
-		s, err := l.env.SchedulerMetrics(ctx)
+	err := l.PollSettled(ctx, l.Env.Scaled(30*time.Second), fmt.Sprintf("%s ≥ %g", obsSelector(name, match), atLeast), func(ctx context.Context) (bool, string, error) {
+		s, err := l.Env.SchedulerMetrics(ctx)
 		if err != nil {
 			return false, "", err
 		}
@@ -132,7 +133,7 @@ func obsSelector(name string, match map[string]string) string {
 }
 
 // obsScheduledEvents returns the Scheduled events per pod of the lane.
-func obsScheduledEvents(ctx context.Context, l *Lane) (map[string][]corev1.Event, error) {
+func obsScheduledEvents(ctx context.Context, l *framework.Lane) (map[string][]corev1.Event, error) {
 	evs, err := l.Events(ctx, "")
 	if err != nil {
 		return nil, err
@@ -151,31 +152,31 @@ var (
 	obsGroupScheduled = map[string]string{"result": "scheduled"}
 )
 
-func observabilityFeatures() []Feature {
+func observabilityFeatures() []framework.Feature {
 	const suite = "observability"
-	lane := LaneSpec{Nodes: 1, GPUsPerNode: 8}
+	lane := framework.LaneSpec{Nodes: 1, GPUsPerNode: 8}
 	ref := func(item, section string) string { return "gang-semantics §11.F." + item + "; " + section }
 
 	// F.34, F.35: one gang of 4 bound in one cycle.
 	const gangSize = 4
 	var sched, api obsBaseline
 	var bound []corev1.Pod
-	binding := Feature{
+	binding := framework.Feature{
 		Suite: suite, Name: "a bound gang's events and counters", Lane: lane, Serial: true,
-		Steps: []Step{
-			{A: Assertion{ID: "OBS-01", Statement: "every bound member gets exactly one Scheduled event: Successfully assigned <ns>/<pod> to <node>", Ref: ref("34", "§7")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "OBS-01", Statement: "every bound member gets exactly one Scheduled event: Successfully assigned <ns>/<pod> to <node>", Ref: ref("34", "§7")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					sched, api = obsTake(ctx, obsScheduler(l)), obsTake(ctx, obsAPIServer(l))
 					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "gang", MinCount: gangSize})
-					ms := Members("gang", gangSize, 2)
+					ms := framework.Members("gang", gangSize, 2)
 					l.CreatePods(ctx, t, ms...)
-					l.WaitBound(ctx, t, l.env.d(60*time.Second), names(ms)...)
+					l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), names(ms)...)
 					pods, err := l.Pods(ctx)
 					if err != nil {
 						t.Fatal(err)
 					}
 					bound = pods
-					Eventually(ctx, t, l.env.d(30*time.Second), "a Scheduled event for every member", func(ctx context.Context) (bool, string, error) {
+					framework.Eventually(ctx, t, l.Env.Scaled(30*time.Second), "a Scheduled event for every member", func(ctx context.Context) (bool, string, error) {
 						byPod, err := obsScheduledEvents(ctx, l)
 						if err != nil {
 							return false, "", err
@@ -207,23 +208,23 @@ func observabilityFeatures() []Feature {
 						}
 					}
 				}},
-			{A: Assertion{ID: "OBS-02", Statement: "the apiserver counts one pods/binding POST 201 per bound member", Ref: ref("34", "§6.2")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-					d := api.waitDelta(ctx, t, l.env.d(15*time.Second), "apiserver_request_total", obsBindings, float64(len(bound)))
+			{A: framework.Assertion{ID: "OBS-02", Statement: "the apiserver counts one pods/binding POST 201 per bound member", Ref: ref("34", "§6.2")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					d := api.waitDelta(ctx, t, l.Env.Scaled(15*time.Second), "apiserver_request_total", obsBindings, float64(len(bound)))
 					if d != float64(len(bound)) || len(bound) != gangSize {
 						t.Errorf("%g binding POSTs for %d bound members, want %d", d, len(bound), gangSize)
 					}
 				}},
-			{A: Assertion{ID: "OBS-03", Statement: "scheduler_podgroup_schedule_attempts_total{result=scheduled} rises by 1 for the gang's one cycle, not per pod", Ref: ref("35", "§6.1")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-					d := sched.waitDelta(ctx, t, l.env.d(15*time.Second), "scheduler_podgroup_schedule_attempts_total", obsGroupScheduled, 1)
+			{A: framework.Assertion{ID: "OBS-03", Statement: "scheduler_podgroup_schedule_attempts_total{result=scheduled} rises by 1 for the gang's one cycle, not per pod", Ref: ref("35", "§6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					d := sched.waitDelta(ctx, t, l.Env.Scaled(15*time.Second), "scheduler_podgroup_schedule_attempts_total", obsGroupScheduled, 1)
 					if d != 1 {
 						t.Errorf("scheduled pod-group cycles +%g for one gang of %d, want +1", d, gangSize)
 					}
 				}},
-			{A: Assertion{ID: "OBS-04", Statement: "scheduler_schedule_attempts_total{result=scheduled} rises by the number of bound pods", Ref: ref("35", "§6.1")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-					d := sched.waitDelta(ctx, t, l.env.d(15*time.Second), "scheduler_schedule_attempts_total", obsGroupScheduled, gangSize)
+			{A: framework.Assertion{ID: "OBS-04", Statement: "scheduler_schedule_attempts_total{result=scheduled} rises by the number of bound pods", Ref: ref("35", "§6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					d := sched.waitDelta(ctx, t, l.Env.Scaled(15*time.Second), "scheduler_schedule_attempts_total", obsGroupScheduled, gangSize)
 					if d != gangSize {
 						t.Errorf("scheduled pod attempts +%g, want +%d", d, gangSize)
 					}
@@ -232,25 +233,25 @@ func observabilityFeatures() []Feature {
 	}
 
 	// F.36: the two pod-group waiting queues are visible as gauges.
-	queues := Feature{
+	queues := framework.Feature{
 		Suite: suite, Name: "waiting gangs in the queue gauges", Lane: lane, Serial: true,
-		Steps: []Step{
-			{A: Assertion{ID: "OBS-05", Statement: "while a gang waits for quorum, scheduler_pending_pods{queue=gated} ≥ its pod count", Ref: ref("36", "§3.2; §6.1")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "OBS-05", Statement: "while a gang waits for quorum, scheduler_pending_pods{queue=gated} ≥ its pod count", Ref: ref("36", "§3.2; §6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "quorum", MinCount: 4})
-					ms := Members("quorum", 3, 1)
+					ms := framework.Members("quorum", 3, 1)
 					l.CreatePods(ctx, t, ms...)
 					obsGauge(ctx, t, l, "scheduler_pending_pods", map[string]string{"queue": "gated"}, float64(len(ms)))
 					obsUntouched(ctx, t, l, names(ms))
 				}},
-			{A: Assertion{ID: "OBS-06", Statement: "while a gang waits for quorum, scheduler_queued_entities{queue=gated,type=podgroup} ≥ 1", Ref: ref("36", "§3.2; §6.1")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "OBS-06", Statement: "while a gang waits for quorum, scheduler_queued_entities{queue=gated,type=podgroup} ≥ 1", Ref: ref("36", "§3.2; §6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					obsGauge(ctx, t, l, "scheduler_queued_entities", map[string]string{"queue": "gated", "type": "podgroup"}, 1)
-					obsUntouched(ctx, t, l, names(Members("quorum", 3, 1)))
+					obsUntouched(ctx, t, l, names(framework.Members("quorum", 3, 1)))
 				}},
-			{A: Assertion{ID: "OBS-07", Statement: "while a group's PodGroup is missing, scheduler_pending_pods{queue=incomplete} ≥ its pod count", Ref: ref("36", "§3.2; §6.1")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-					ms := Members("ghost", 3, 1)
+			{A: framework.Assertion{ID: "OBS-07", Statement: "while a group's PodGroup is missing, scheduler_pending_pods{queue=incomplete} ≥ its pod count", Ref: ref("36", "§3.2; §6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					ms := framework.Members("ghost", 3, 1)
 					l.CreatePods(ctx, t, ms...)
 					obsGauge(ctx, t, l, "scheduler_pending_pods", map[string]string{"queue": "incomplete"}, float64(len(ms)))
 					obsUntouched(ctx, t, l, names(ms))
@@ -261,11 +262,11 @@ func observabilityFeatures() []Feature {
 	// F.37: group preemption shows in the workload-preemption metrics, not in the pod ones.
 	var preSched obsBaseline
 	preempted := false
-	preemption := Feature{
+	preemption := framework.Feature{
 		Suite: suite, Name: "gang preemption metrics", Lane: lane, Serial: true,
-		Steps: []Step{
-			{A: Assertion{ID: "OBS-08", Statement: "a gang preempting lower-priority pods raises the scheduler_workload_preemption_victims histogram count", Ref: ref("37", "§5; §6.1")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "OBS-08", Statement: "a gang preempting lower-priority pods raises the scheduler_workload_preemption_victims histogram count", Ref: ref("37", "§5; §6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					low := l.PriorityClass(ctx, t, "low", 100, false)
 					high := l.PriorityClass(ctx, t, "high", 1000, false)
 					var victims []scenarios.Member
@@ -273,19 +274,19 @@ func observabilityFeatures() []Feature {
 						victims = append(victims, scenarios.Member{Name: fmt.Sprintf("low-%d", i), GPUs: 2, PriorityClassName: low})
 					}
 					l.CreatePods(ctx, t, victims...)
-					l.WaitBound(ctx, t, l.env.d(60*time.Second), names(victims)...)
+					l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), names(victims)...)
 					preSched = obsTake(ctx, obsScheduler(l))
 					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "high", MinCount: 2, PriorityClassName: high})
-					ms := Members("high", 2, 4)
+					ms := framework.Members("high", 2, 4)
 					for i := range ms {
 						ms[i].PriorityClassName = high
 					}
 					l.CreatePods(ctx, t, ms...)
-					l.WaitBound(ctx, t, l.env.d(90*time.Second), names(ms)...)
+					l.WaitBound(ctx, t, l.Env.Scaled(90*time.Second), names(ms)...)
 					preempted = true
 					preSched.require(t)
-					err := l.PollSettled(ctx, l.env.d(15*time.Second), "scheduler_workload_preemption_victims count to rise", func(ctx context.Context) (bool, string, error) {
-						after, err := l.env.SchedulerMetrics(ctx)
+					err := l.PollSettled(ctx, l.Env.Scaled(15*time.Second), "scheduler_workload_preemption_victims count to rise", func(ctx context.Context) (bool, string, error) {
+						after, err := l.Env.SchedulerMetrics(ctx)
 						if err != nil {
 							return false, "", err
 						}
@@ -300,15 +301,15 @@ func observabilityFeatures() []Feature {
 						t.Error(err)
 					}
 				}},
-			{A: Assertion{ID: "OBS-09", Statement: "the same preemption raises scheduler_preemption_evaluation_duration_seconds_count{preemptor=podgroup}", Ref: ref("37", "§6.1")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "OBS-09", Statement: "the same preemption raises scheduler_preemption_evaluation_duration_seconds_count{preemptor=podgroup}", Ref: ref("37", "§6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					if !preempted {
 						t.Skip("needs the preemption OBS-08 sets up")
 					}
-					preSched.waitDelta(ctx, t, l.env.d(15*time.Second), "scheduler_preemption_evaluation_duration_seconds_count", map[string]string{"preemptor": "podgroup"}, 1)
+					preSched.waitDelta(ctx, t, l.Env.Scaled(15*time.Second), "scheduler_preemption_evaluation_duration_seconds_count", map[string]string{"preemptor": "podgroup"}, 1)
 				}},
-			{A: Assertion{ID: "OBS-10", Statement: "the same preemption leaves scheduler_preemption_attempts_total (pod PostFilter only) unchanged", Ref: ref("37", "§5.5; §6.1")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "OBS-10", Statement: "the same preemption leaves scheduler_preemption_attempts_total (pod PostFilter only) unchanged", Ref: ref("37", "§5.5; §6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					if !preempted {
 						t.Skip("needs the preemption OBS-08 sets up")
 					}
@@ -326,42 +327,42 @@ func observabilityFeatures() []Feature {
 
 	// F.38: the gang extension points are timed.
 	var extSched obsBaseline
-	extension := Feature{
+	extension := framework.Feature{
 		Suite: suite, Name: "gang extension points in the framework metrics", Lane: lane, Serial: true,
-		Steps: []Step{
-			{A: Assertion{ID: "OBS-11", Statement: "gang cycles, one of them unschedulable, raise scheduler_framework_extension_point_duration_seconds_count{extension_point=PlacementFeasible}", Ref: ref("38", "§3.4; §6.1")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "OBS-11", Statement: "gang cycles, one of them unschedulable, raise scheduler_framework_extension_point_duration_seconds_count{extension_point=PlacementFeasible}", Ref: ref("38", "§3.4; §6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					extSched = obsTake(ctx, obsScheduler(l))
 					for _, g := range []string{"first", "second"} {
 						l.CreatePodGroup(ctx, t, scenarios.Group{Name: g, MinCount: 2})
-						l.CreatePods(ctx, t, Members(g, 2, 4)...)
+						l.CreatePods(ctx, t, framework.Members(g, 2, 4)...)
 					}
 					// Whichever gang the scheduler takes first fills the node; the other is unschedulable.
 					// Waiting for the pods, not the conditions, keeps the metric checks meaningful for
 					// a scheduler that writes no condition.
-					o := l.WaitDecided(ctx, t, l.env.d(60*time.Second), append(names(Members("first", 2, 4)), names(Members("second", 2, 4))...)...)
+					o := l.WaitDecided(ctx, t, l.Env.Scaled(60*time.Second), append(names(framework.Members("first", 2, 4)), names(framework.Members("second", 2, 4))...)...)
 					t.Logf("outcome: %s", o)
-					extSched.waitDelta(ctx, t, l.env.d(15*time.Second), "scheduler_framework_extension_point_duration_seconds_count", map[string]string{"extension_point": "PlacementFeasible"}, 1)
+					extSched.waitDelta(ctx, t, l.Env.Scaled(15*time.Second), "scheduler_framework_extension_point_duration_seconds_count", map[string]string{"extension_point": "PlacementFeasible"}, 1)
 				}},
-			{A: Assertion{ID: "OBS-12", Statement: "the unschedulable gang cycle raises scheduler_framework_extension_point_duration_seconds_count{extension_point=PodGroupPostFilter}", Ref: ref("38", "§3.4 step 5; §6.1")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-					extSched.waitDelta(ctx, t, l.env.d(15*time.Second), "scheduler_framework_extension_point_duration_seconds_count", map[string]string{"extension_point": "PodGroupPostFilter"}, 1)
+			{A: framework.Assertion{ID: "OBS-12", Statement: "the unschedulable gang cycle raises scheduler_framework_extension_point_duration_seconds_count{extension_point=PodGroupPostFilter}", Ref: ref("38", "§3.4 step 5; §6.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					extSched.waitDelta(ctx, t, l.Env.Scaled(15*time.Second), "scheduler_framework_extension_point_duration_seconds_count", map[string]string{"extension_point": "PodGroupPostFilter"}, 1)
 				}},
 		},
 	}
-	return []Feature{binding, queues, preemption, extension}
+	return []framework.Feature{binding, queues, preemption, extension}
 }
 
 // obsUntouched checks that the named pods have no PodScheduled condition: they wait in a queue the
 // scheduler keeps them in, not in a failed attempt.
-func obsUntouched(ctx context.Context, t *testing.T, l *Lane, pods []string) {
+func obsUntouched(ctx context.Context, t *testing.T, l *framework.Lane, pods []string) {
 	t.Helper()
 	o, err := l.Observe(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range pods {
-		if s := o.Pods[n]; s != Untouched {
+		if s := o.Pods[n]; s != framework.Untouched {
 			t.Errorf("pod %s is %s, want waiting with no PodScheduled condition (%s)", n, s, o)
 		}
 	}

@@ -3,6 +3,7 @@ package suites
 import (
 	"context"
 	"fmt"
+	"github.com/gangbench/gangbench/suites/framework"
 	"slices"
 	"sort"
 	"strings"
@@ -73,10 +74,10 @@ func standalone(prefix string, n int, gpus int64, class string) []scenarios.Memb
 }
 
 // createGang creates a PodGroup of the class and its members.
-func createGang(ctx context.Context, t *testing.T, l *Lane, g scenarios.Group, n int, gpus int64) []string {
+func createGang(ctx context.Context, t *testing.T, l *framework.Lane, g scenarios.Group, n int, gpus int64) []string {
 	t.Helper()
 	l.CreatePodGroup(ctx, t, g)
-	ms := withClass(g.PriorityClassName, Members(g.Name, n, gpus)...)
+	ms := withClass(g.PriorityClassName, framework.Members(g.Name, n, gpus)...)
 	l.CreatePods(ctx, t, ms...)
 	return names(ms)
 }
@@ -105,9 +106,9 @@ type recorder struct {
 
 // startRecorder starts watching. It stops on stop(), after a bounded lifetime, or, unless keep is
 // set, when t ends; a kept recorder serves later steps of the feature, and the last one stops it.
-func startRecorder(ctx context.Context, t *testing.T, l *Lane, keep bool) *recorder {
+func startRecorder(ctx context.Context, t *testing.T, l *framework.Lane, keep bool) *recorder {
 	t.Helper()
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.env.d(5*time.Minute))
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.Env.Scaled(5*time.Minute))
 	r := &recorder{pods: map[string]*podRecord{}, pgDisrupt: map[string][]metav1.Condition{}, pgConds: map[string][]string{}, cancel: cancel}
 	if !keep {
 		t.Cleanup(r.stop)
@@ -210,7 +211,7 @@ func (r *recorder) podGroup(pg *schedv1beta1.PodGroup) {
 		switch c.Type {
 		case schedv1beta1.DisruptionTarget:
 			r.pgDisrupt[pg.Name] = append(r.pgDisrupt[pg.Name], c)
-		case ConditionType:
+		case framework.ConditionType:
 			s := fmt.Sprintf("%s/%s %q", c.Status, c.Reason, c.Message)
 			if !slices.Contains(r.pgConds[pg.Name], s) {
 				r.pgConds[pg.Name] = append(r.pgConds[pg.Name], s)
@@ -270,15 +271,15 @@ func (r *recorder) describe(names ...string) string {
 // waitPreempted waits until the watch saw each named pod deleted, then checks that each carried
 // DisruptionTarget=True/PreemptionByScheduler with the podgroup message before it went. Failures are
 // reported with t.Error so that the feature's later assertions still run.
-func waitPreempted(ctx context.Context, t *testing.T, l *Lane, r *recorder, victims ...string) {
+func waitPreempted(ctx context.Context, t *testing.T, l *framework.Lane, r *recorder, victims ...string) {
 	t.Helper()
-	waitVictims(ctx, t, l, r, l.env.SchedulerName+": "+msgVictimCondition, victims...)
+	waitVictims(ctx, t, l, r, l.Env.SchedulerName+": "+msgVictimCondition, victims...)
 }
 
 // waitVictims is waitPreempted with the DisruptionTarget message the victims must carry (exactly).
-func waitVictims(ctx context.Context, t *testing.T, l *Lane, r *recorder, want string, victims ...string) {
+func waitVictims(ctx context.Context, t *testing.T, l *framework.Lane, r *recorder, want string, victims ...string) {
 	t.Helper()
-	err := l.PollSettled(ctx, l.env.d(90*time.Second), fmt.Sprintf("victims %v deleted", victims), func(context.Context) (bool, string, error) {
+	err := l.PollSettled(ctx, l.Env.Scaled(90*time.Second), fmt.Sprintf("victims %v deleted", victims), func(context.Context) (bool, string, error) {
 		for _, v := range victims {
 			if !r.get(v).deleted {
 				return false, r.describe(victims...), nil
@@ -303,7 +304,7 @@ func waitVictims(ctx context.Context, t *testing.T, l *Lane, r *recorder, want s
 }
 
 // intact reports whether a pod exists, is bound, is not being deleted and has no DisruptionTarget.
-func intact(ctx context.Context, l *Lane, name string) (bool, string, error) {
+func intact(ctx context.Context, l *framework.Lane, name string) (bool, string, error) {
 	p, err := l.Client.CoreV1().Pods(l.Name).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, name + " was deleted", nil
@@ -328,9 +329,9 @@ func intact(ctx context.Context, l *Lane, name string) (bool, string, error) {
 // keepRunning checks that the named pods stay intact for window, that none ever got a
 // DisruptionTarget condition or a Preempted event, and that the scheduler was alive throughout
 // (a canary binds afterwards).
-func keepRunning(ctx context.Context, t *testing.T, l *Lane, r *recorder, window time.Duration, pods ...string) {
+func keepRunning(ctx context.Context, t *testing.T, l *framework.Lane, r *recorder, window time.Duration, pods ...string) {
 	t.Helper()
-	Consistently(ctx, t, window, fmt.Sprintf("pods %v intact", pods), func(ctx context.Context) (bool, string, error) {
+	framework.Consistently(ctx, t, window, fmt.Sprintf("pods %v intact", pods), func(ctx context.Context) (bool, string, error) {
 		for _, p := range pods {
 			if ok, why, err := intact(ctx, l, p); !ok || err != nil {
 				return ok, why, err
@@ -359,19 +360,19 @@ func keepRunning(ctx context.Context, t *testing.T, l *Lane, r *recorder, window
 
 // waitGroupMessage waits until the PodGroup's condition is status/reason with a message containing
 // every substring. A timeout is reported with t.Error (later assertions still run) and returns nil.
-func waitGroupMessage(ctx context.Context, t *testing.T, l *Lane, timeout time.Duration, group string, status metav1.ConditionStatus, reason string, subs ...string) *metav1.Condition {
+func waitGroupMessage(ctx context.Context, t *testing.T, l *framework.Lane, timeout time.Duration, group string, status metav1.ConditionStatus, reason string, subs ...string) *metav1.Condition {
 	t.Helper()
 	var got *metav1.Condition
 	last := "PodGroup not read yet"
-	err := l.PollSettled(ctx, timeout, fmt.Sprintf("PodGroup %s %s=%s/%s with a message containing %q", group, ConditionType, status, reason, subs), func(ctx context.Context) (bool, string, error) {
+	err := l.PollSettled(ctx, timeout, fmt.Sprintf("PodGroup %s %s=%s/%s with a message containing %q", group, framework.ConditionType, status, reason, subs), func(ctx context.Context) (bool, string, error) {
 		pg, err := l.PodGroup(ctx, group)
 		if err != nil {
 			// Keep the last condition seen: the final read fails when the deadline passes.
 			return false, last, err
 		}
-		got = GroupCondition(pg)
-		last = describeCondition(got)
-		return got != nil && got.Status == status && got.Reason == reason && containsAll(got.Message, subs), last, nil
+		got = framework.GroupCondition(pg)
+		last = framework.DescribeCondition(got)
+		return got != nil && got.Status == status && got.Reason == reason && framework.ContainsAll(got.Message, subs), last, nil
 	})
 	if err != nil {
 		t.Error(err)
@@ -384,9 +385,9 @@ func waitGroupMessage(ctx context.Context, t *testing.T, l *Lane, timeout time.D
 // Pod start times have second resolution; the reprieve tests create the victim that must lose first
 // and then let the clock pass a second, so that a scheduler ordering victims by start time alone
 // (as pod-by-pod preemption does) would pick the other victim.
-func olderThanASecond(ctx context.Context, t *testing.T, l *Lane, name string) {
+func olderThanASecond(ctx context.Context, t *testing.T, l *framework.Lane, name string) {
 	t.Helper()
-	Eventually(ctx, t, l.env.d(30*time.Second), name+" started more than 1s ago", func(ctx context.Context) (bool, string, error) {
+	framework.Eventually(ctx, t, l.Env.Scaled(30*time.Second), name+" started more than 1s ago", func(ctx context.Context) (bool, string, error) {
 		p, err := l.Client.CoreV1().Pods(l.Name).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, "", err
@@ -400,11 +401,11 @@ func olderThanASecond(ctx context.Context, t *testing.T, l *Lane, name string) {
 
 // wapSnapshot scrapes the scheduler for scheduler_workload_preemption_attempts_total; the error
 // says why it could not.
-func wapSnapshot(ctx context.Context, l *Lane) (*metrics.Snapshot, error) {
-	return l.env.SchedulerMetrics(ctx)
+func wapSnapshot(ctx context.Context, l *framework.Lane) (*metrics.Snapshot, error) {
+	return l.Env.SchedulerMetrics(ctx)
 }
 
-func preemptionFeatures() []Feature {
+func preemptionFeatures() []framework.Feature {
 	return slices.Concat(
 		fullPreemptionFeature(),
 		onlyIfFitsFeature(),
@@ -417,7 +418,7 @@ func preemptionFeatures() []Feature {
 }
 
 // fullPreemptionFeature is §11.C.16: a gang of 1000 preempts full nodes of standalone pods of 100.
-func fullPreemptionFeature() []Feature {
+func fullPreemptionFeature() []framework.Feature {
 	const (
 		gang    = "gang"
 		victims = 4
@@ -435,17 +436,17 @@ func fullPreemptionFeature() []Feature {
 			rec.stop()
 		}
 	}
-	return []Feature{{
-		Suite: "preemption", Name: "a gang preempts lower-priority standalone pods", Lane: LaneSpec{Nodes: 2, GPUsPerNode: 4},
-		Steps: []Step{
-			{A: Assertion{ID: "PRE-01", Statement: "victims get DisruptionTarget=True/PreemptionByScheduler '…preempting to accommodate a higher priority podgroup', then are deleted", Ref: preRef + "16; §5.3"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+	return []framework.Feature{{
+		Suite: "preemption", Name: "a gang preempts lower-priority standalone pods", Lane: framework.LaneSpec{Nodes: 2, GPUsPerNode: 4},
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "PRE-01", Statement: "victims get DisruptionTarget=True/PreemptionByScheduler '…preempting to accommodate a higher priority podgroup', then are deleted", Ref: preRef + "16; §5.3"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					low := l.PriorityClass(ctx, t, "low", lowValue, false)
 					high := l.PriorityClass(ctx, t, "high", highValue, false)
 					vs := standalone("victim", victims, 2, low)
 					l.CreatePods(ctx, t, vs...)
 					victimSet = names(vs)
-					l.WaitBound(ctx, t, l.env.d(60*time.Second), victimSet...)
+					l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), victimSet...)
 					rec = startRecorder(ctx, t, l, true)
 					before, beforeErr = wapSnapshot(ctx, l)
 					gangPods = createGang(ctx, t, l, scenarios.Group{Name: gang, MinCount: 2, PriorityClassName: high}, 2, 4)
@@ -456,8 +457,8 @@ func fullPreemptionFeature() []Feature {
 					pgUID = string(pg.UID)
 					waitPreempted(ctx, t, l, rec, victimSet...)
 				}},
-			{A: Assertion{ID: "PRE-02", Statement: "each victim gets a Preempted event 'Preempted by podgroup <PodGroup UID> on node cluster' related to the PodGroup", Ref: preRef + "16; §5.3, §7"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "PRE-02", Statement: "each victim gets a Preempted event 'Preempted by podgroup <PodGroup UID> on node cluster' related to the PodGroup", Ref: preRef + "16; §5.3, §7"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					if pgUID == "" {
 						t.Fatal("the gang was not created (PRE-01 failed early)")
 					}
@@ -465,7 +466,7 @@ func fullPreemptionFeature() []Feature {
 					// One wait for all victims: the events of one preemption arrive together.
 					found := map[string]corev1.Event{}
 					seen := "no events listed yet"
-					err := l.PollSettled(ctx, l.env.d(30*time.Second), fmt.Sprintf("a Preempted event containing %q on each of %v", want, victimSet), func(ctx context.Context) (bool, string, error) {
+					err := l.PollSettled(ctx, l.Env.Scaled(30*time.Second), fmt.Sprintf("a Preempted event containing %q on each of %v", want, victimSet), func(ctx context.Context) (bool, string, error) {
 						evs, err := l.Events(ctx, "")
 						if err != nil {
 							return false, seen, err
@@ -498,12 +499,12 @@ func fullPreemptionFeature() []Feature {
 						}
 					}
 				}},
-			{A: Assertion{ID: "PRE-03", Statement: "preemptor pods get status.nominatedNodeName on a lane node before they bind", Ref: preRef + "16; §5.4"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "PRE-03", Statement: "preemptor pods get status.nominatedNodeName on a lane node before they bind", Ref: preRef + "16; §5.4"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					if rec == nil {
 						t.Fatal("no watch (PRE-01 failed early)")
 					}
-					err := Poll(ctx, l.env.d(90*time.Second), fmt.Sprintf("the watch to see %v nominated or bound", gangPods), func(context.Context) (bool, string, error) {
+					err := framework.Poll(ctx, l.Env.Scaled(90*time.Second), fmt.Sprintf("the watch to see %v nominated or bound", gangPods), func(context.Context) (bool, string, error) {
 						for _, p := range gangPods {
 							if r := rec.get(p); r.node == "" && r.nominated == "" {
 								return false, rec.describe(gangPods...), nil
@@ -529,13 +530,13 @@ func fullPreemptionFeature() []Feature {
 						}
 					}
 				}},
-			{A: Assertion{ID: "PRE-04", Statement: "while victims go, the PodGroup reads False/Unschedulable 'pod group preemption: found a placement for podgroup, preempting 4 victims'", Ref: preRef + "16; §3.4, §5.1"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "PRE-04", Statement: "while victims go, the PodGroup reads False/Unschedulable 'pod group preemption: found a placement for podgroup, preempting 4 victims'", Ref: preRef + "16; §3.4, §5.1"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					if rec == nil {
 						t.Fatal("no watch (PRE-01 failed early)")
 					}
 					want := fmt.Sprintf("%s%d victims", msgFoundPlacement, victims)
-					err := l.PollSettled(ctx, l.env.d(30*time.Second), "a False/Unschedulable condition containing "+want, func(context.Context) (bool, string, error) {
+					err := l.PollSettled(ctx, l.Env.Scaled(30*time.Second), "a False/Unschedulable condition containing "+want, func(context.Context) (bool, string, error) {
 						seen := rec.groupConditions(gang)
 						for _, s := range seen {
 							if strings.HasPrefix(s, "False/Unschedulable ") && strings.Contains(s, want) {
@@ -548,13 +549,13 @@ func fullPreemptionFeature() []Feature {
 						t.Error(err)
 					}
 				}},
-			{A: Assertion{ID: "PRE-05", Statement: "the preempting gang ends fully bound and its PodGroup True/Scheduled", Ref: preRef + "16; §4"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "PRE-05", Statement: "the preempting gang ends fully bound and its PodGroup True/Scheduled", Ref: preRef + "16; §4"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					defer stopRec()
 					if len(gangPods) == 0 {
 						t.Fatal("the gang was not created (PRE-01 failed early)")
 					}
-					err := l.PollSettled(ctx, l.env.d(60*time.Second), fmt.Sprintf("%v bound", gangPods), func(ctx context.Context) (bool, string, error) {
+					err := l.PollSettled(ctx, l.Env.Scaled(60*time.Second), fmt.Sprintf("%v bound", gangPods), func(ctx context.Context) (bool, string, error) {
 						o, err := l.Observe(ctx)
 						if err != nil {
 							return false, "", err
@@ -564,10 +565,10 @@ func fullPreemptionFeature() []Feature {
 					if err != nil {
 						t.Error(err)
 					}
-					waitGroupMessage(ctx, t, l, l.env.d(30*time.Second), gang, metav1.ConditionTrue, "Scheduled")
+					waitGroupMessage(ctx, t, l, l.Env.Scaled(30*time.Second), gang, metav1.ConditionTrue, "Scheduled")
 				}},
-			{A: Assertion{ID: "PRE-06", Statement: "scheduler_workload_preemption_attempts_total{result=\"Success\"} rises", Ref: preRef + "16; §6.1"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "PRE-06", Statement: "scheduler_workload_preemption_attempts_total{result=\"Success\"} rises", Ref: preRef + "16; §6.1"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					if beforeErr != nil {
 						t.Skipf("scheduler metrics: %v", beforeErr)
 					}
@@ -576,7 +577,7 @@ func fullPreemptionFeature() []Feature {
 					}
 					match := map[string]string{"result": "Success"}
 					last := "not scraped yet"
-					l.EventuallySettled(ctx, t, l.env.d(30*time.Second), metricWAPAttempts+`{result="Success"} to rise`, func(ctx context.Context) (bool, string, error) {
+					l.EventuallySettled(ctx, t, l.Env.Scaled(30*time.Second), metricWAPAttempts+`{result="Success"} to rise`, func(ctx context.Context) (bool, string, error) {
 						after, err := wapSnapshot(ctx, l)
 						if err != nil {
 							return false, last, err
@@ -595,36 +596,36 @@ func fullPreemptionFeature() []Feature {
 }
 
 // onlyIfFitsFeature is §11.C.17: nothing is preempted when the gang would not fit anyway.
-func onlyIfFitsFeature() []Feature {
+func onlyIfFitsFeature() []framework.Feature {
 	const gang = "gang"
 	var rec *recorder
 	var gangPods []string
-	return []Feature{{
-		Suite: "preemption", Name: "no preemption unless the gang then fits", Lane: LaneSpec{Nodes: 1, GPUsPerNode: 4},
-		Steps: []Step{
-			{A: Assertion{ID: "PRE-07", Statement: "a gang that cannot reach minCount even with every lower-priority pod gone is False/Unschedulable with 'pod group preemption:' and no placement found", Ref: preRef + "17; §5.1"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+	return []framework.Feature{{
+		Suite: "preemption", Name: "no preemption unless the gang then fits", Lane: framework.LaneSpec{Nodes: 1, GPUsPerNode: 4},
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "PRE-07", Statement: "a gang that cannot reach minCount even with every lower-priority pod gone is False/Unschedulable with 'pod group preemption:' and no placement found", Ref: preRef + "17; §5.1"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					low := l.PriorityClass(ctx, t, "low", lowValue, false)
 					high := l.PriorityClass(ctx, t, "high", highValue, false)
 					top := l.PriorityClass(ctx, t, "top", blockerValue, false)
 					// 4 GPUs: 2 held by a pod above the gang, 2 by a victim below it; the gang needs 4.
 					l.CreatePods(ctx, t, scenarios.Member{Name: "blocker", GPUs: 2, PriorityClassName: top}, scenarios.Member{Name: "victim", GPUs: 2, PriorityClassName: low})
-					l.WaitBound(ctx, t, l.env.d(60*time.Second), "blocker", "victim")
+					l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), "blocker", "victim")
 					rec = startRecorder(ctx, t, l, true)
 					gangPods = createGang(ctx, t, l, scenarios.Group{Name: gang, MinCount: 2, PriorityClassName: high}, 2, 2)
-					c := waitGroupMessage(ctx, t, l, l.env.d(60*time.Second), gang, metav1.ConditionFalse, "Unschedulable", msgGroupPreemption)
+					c := waitGroupMessage(ctx, t, l, l.Env.Scaled(60*time.Second), gang, metav1.ConditionFalse, "Unschedulable", msgGroupPreemption)
 					if c != nil && strings.Contains(c.Message, "found a placement") {
 						t.Errorf("message %q says a placement was found", c.Message)
 					}
 				}},
-			{A: Assertion{ID: "PRE-08", Statement: "then no pod is preempted: the victim and the blocker keep running through the window", Ref: preRef + "17; §5.1"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "PRE-08", Statement: "then no pod is preempted: the victim and the blocker keep running through the window", Ref: preRef + "17; §5.1"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					if rec == nil {
 						t.Fatal("no watch (PRE-07 failed early)")
 					}
 					defer rec.stop()
-					l.WaitDecided(ctx, t, l.env.d(60*time.Second), gangPods...)
-					keepRunning(ctx, t, l, rec, l.env.d(6*time.Second), "victim", "blocker")
+					l.WaitDecided(ctx, t, l.Env.Scaled(60*time.Second), gangPods...)
+					keepRunning(ctx, t, l, rec, l.Env.Scaled(6*time.Second), "victim", "blocker")
 					if o, err := l.Observe(ctx); err == nil && o.Bound(gang) != 0 {
 						t.Errorf("gang pods bound: %s", o)
 					}
@@ -635,20 +636,20 @@ func onlyIfFitsFeature() []Feature {
 
 // disruptionModeFeatures is §11.C.18 and C.22: a victim group in mode all goes whole, across nodes;
 // in mode single only what the preemptor needs goes. Victim PodGroups get no condition.
-func disruptionModeFeatures() []Feature {
-	lane := LaneSpec{Nodes: 2, GPUsPerNode: 2}
+func disruptionModeFeatures() []framework.Feature {
+	lane := framework.LaneSpec{Nodes: 2, GPUsPerNode: 2}
 	// victimsAndPreemptor fills both nodes with a low-priority gang of two full-node members, then
 	// adds a one-pod high-priority gang that needs one node, and waits until that pod binds.
 	// The recorder is stored in *rp as soon as it runs; it is kept past t when keep is set.
-	victimsAndPreemptor := func(ctx context.Context, t *testing.T, l *Lane, all, keep bool, rp **recorder) string {
+	victimsAndPreemptor := func(ctx context.Context, t *testing.T, l *framework.Lane, all, keep bool, rp **recorder) string {
 		t.Helper()
 		low := l.PriorityClass(ctx, t, "low", lowValue, false)
 		high := l.PriorityClass(ctx, t, "high", highValue, false)
 		createGang(ctx, t, l, scenarios.Group{Name: "victims", MinCount: 2, DisruptionAll: all, PriorityClassName: low}, 2, 2)
-		l.WaitBound(ctx, t, l.env.d(60*time.Second), "victims-0", "victims-1")
+		l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), "victims-0", "victims-1")
 		*rp = startRecorder(ctx, t, l, keep)
 		createGang(ctx, t, l, scenarios.Group{Name: "preemptor", MinCount: 1, PriorityClassName: high}, 1, 2)
-		l.WaitBound(ctx, t, l.env.d(90*time.Second), "preemptor-0")
+		l.WaitBound(ctx, t, l.Env.Scaled(90*time.Second), "preemptor-0")
 		p, err := l.Client.CoreV1().Pods(l.Name).Get(ctx, "preemptor-0", metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("get preemptor-0: %v", err)
@@ -656,12 +657,12 @@ func disruptionModeFeatures() []Feature {
 		return p.Spec.NodeName
 	}
 	var allRec *recorder
-	return []Feature{
+	return []framework.Feature{
 		{
 			Suite: "preemption", Name: "victim group with disruptionMode all", Lane: lane,
-			Steps: []Step{
-				{A: Assertion{ID: "PRE-09", Statement: "a victim gang in disruptionMode all is preempted whole, its member on the other node too, though the preemptor needs one node", Ref: preRef + "18; §5.2"},
-					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "PRE-09", Statement: "a victim gang in disruptionMode all is preempted whole, its member on the other node too, though the preemptor needs one node", Ref: preRef + "18; §5.2"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 						node := victimsAndPreemptor(ctx, t, l, true, true, &allRec)
 						waitPreempted(ctx, t, l, allRec, "victims-0", "victims-1")
 						t.Logf("preemptor bound to %s; %s", node, allRec.describe("victims-0", "victims-1"))
@@ -675,8 +676,8 @@ func disruptionModeFeatures() []Feature {
 							t.Errorf("want one victim on the node the preemptor did not take; victims: %s", allRec.describe("victims-0", "victims-1"))
 						}
 					}},
-				{A: Assertion{ID: "PRE-10", Statement: "victim PodGroups never get a DisruptionTarget condition", Ref: preRef + "22; §4, §5.3"},
-					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+				{A: framework.Assertion{ID: "PRE-10", Statement: "victim PodGroups never get a DisruptionTarget condition", Ref: preRef + "22; §4, §5.3"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 						if allRec == nil {
 							t.Fatal("no watch (PRE-09 failed early)")
 						}
@@ -702,9 +703,9 @@ func disruptionModeFeatures() []Feature {
 		},
 		{
 			Suite: "preemption", Name: "victim group with disruptionMode single", Lane: lane,
-			Steps: []Step{
-				{A: Assertion{ID: "PRE-11", Statement: "from a victim gang in disruptionMode single exactly the one member the preemptor needs is preempted; the other keeps running", Ref: preRef + "18; §5.2"},
-					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "PRE-11", Statement: "from a victim gang in disruptionMode single exactly the one member the preemptor needs is preempted; the other keeps running", Ref: preRef + "18; §5.2"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 						var r *recorder
 						node := victimsAndPreemptor(ctx, t, l, false, false, &r)
 						var gone, kept string
@@ -719,7 +720,7 @@ func disruptionModeFeatures() []Feature {
 							t.Fatalf("preemptor on %s; cannot tell the victims apart: %s", node, r.describe("victims-0", "victims-1"))
 						}
 						waitPreempted(ctx, t, l, r, gone)
-						keepRunning(ctx, t, l, r, l.env.d(6*time.Second), kept)
+						keepRunning(ctx, t, l, r, l.Env.Scaled(6*time.Second), kept)
 						if p := r.preempted(); len(p) != 1 {
 							t.Errorf("want exactly 1 preempted pod, the watch saw %v", p)
 						}
@@ -731,43 +732,43 @@ func disruptionModeFeatures() []Feature {
 
 // reprieveFeatures is §11.C.19 [inference in the spec]: among equal-priority victims the more
 // important ones are reprieved first, so the less important one is preempted.
-func reprieveFeatures() []Feature {
-	lane := LaneSpec{Nodes: 1, GPUsPerNode: 4}
+func reprieveFeatures() []framework.Feature {
+	lane := framework.LaneSpec{Nodes: 1, GPUsPerNode: 4}
 	// preemptAndCheck adds a one-pod gang of the high class needing 2 GPUs and checks that exactly
 	// lose was preempted and keep survived.
-	preemptAndCheck := func(ctx context.Context, t *testing.T, l *Lane, high string, lose string, keep []string) {
+	preemptAndCheck := func(ctx context.Context, t *testing.T, l *framework.Lane, high string, lose string, keep []string) {
 		t.Helper()
 		r := startRecorder(ctx, t, l, false)
 		createGang(ctx, t, l, scenarios.Group{Name: "preemptor", MinCount: 1, PriorityClassName: high}, 1, 2)
-		l.WaitBound(ctx, t, l.env.d(90*time.Second), "preemptor-0")
+		l.WaitBound(ctx, t, l.Env.Scaled(90*time.Second), "preemptor-0")
 		waitPreempted(ctx, t, l, r, lose)
-		keepRunning(ctx, t, l, r, l.env.d(3*time.Second), keep...)
+		keepRunning(ctx, t, l, r, l.Env.Scaled(3*time.Second), keep...)
 		if p := r.preempted(); !slices.Equal(p, []string{lose}) {
 			t.Errorf("want only %s preempted, the watch saw %v", lose, p)
 		}
 	}
-	return []Feature{
+	return []framework.Feature{
 		{
 			Suite: "preemption", Name: "reprieve: a standalone pod goes before a PodGroup member", Lane: lane,
-			Steps: []Step{
-				{A: Assertion{ID: "PRE-12", Statement: "of an equal-priority standalone pod and PodGroup member, the standalone pod is preempted (even when it is older)", Ref: preRef + "19; §5.1 reprieve"},
-					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "PRE-12", Statement: "of an equal-priority standalone pod and PodGroup member, the standalone pod is preempted (even when it is older)", Ref: preRef + "19; §5.1 reprieve"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 						low := l.PriorityClass(ctx, t, "low", lowValue, false)
 						high := l.PriorityClass(ctx, t, "high", highValue, false)
 						l.CreatePods(ctx, t, scenarios.Member{Name: "standalone", GPUs: 2, PriorityClassName: low})
-						l.WaitBound(ctx, t, l.env.d(60*time.Second), "standalone")
+						l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), "standalone")
 						olderThanASecond(ctx, t, l, "standalone")
 						createGang(ctx, t, l, scenarios.Group{Name: "member", MinCount: 1, PriorityClassName: low}, 1, 2)
-						l.WaitBound(ctx, t, l.env.d(60*time.Second), "member-0")
+						l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), "member-0")
 						preemptAndCheck(ctx, t, l, high, "standalone", []string{"member-0"})
 					}},
 			},
 		},
 		{
 			Suite: "preemption", Name: "reprieve: a PodDisruptionBudget is respected before priority", Lane: lane,
-			Steps: []Step{
-				{A: Assertion{ID: "PRE-23", Statement: "of two standalone victims that each free enough, the one a PodDisruptionBudget protects (disruptionsAllowed 0) is reprieved even though its priority is the lower; the unprotected one is preempted", Ref: preRef + "19; §5.1 reprieve (PDB-violating victims are tried first); §5.5"},
-					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "PRE-23", Statement: "of two standalone victims that each free enough, the one a PodDisruptionBudget protects (disruptionsAllowed 0) is reprieved even though its priority is the lower; the unprotected one is preempted", Ref: preRef + "19; §5.1 reprieve (PDB-violating victims are tried first); §5.5"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 						lowest := l.PriorityClass(ctx, t, "lowest", lowestValue, false)
 						low := l.PriorityClass(ctx, t, "low", lowValue, false)
 						high := l.PriorityClass(ctx, t, "high", highValue, false)
@@ -776,7 +777,7 @@ func reprieveFeatures() []Feature {
 						guarded := scenarios.Member{Name: "guarded", GPUs: 2, PriorityClassName: lowest, Labels: map[string]string{"app": "guarded"}}
 						plain := scenarios.Member{Name: "plain", GPUs: 2, PriorityClassName: low}
 						l.CreatePods(ctx, t, guarded, plain)
-						l.WaitBound(ctx, t, l.env.d(60*time.Second), guarded.Name, plain.Name)
+						l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), guarded.Name, plain.Name)
 						prePDB(ctx, t, l, "guarded", map[string]string{"app": "guarded"})
 						preemptAndCheck(ctx, t, l, high, plain.Name, []string{guarded.Name})
 					}},
@@ -784,17 +785,17 @@ func reprieveFeatures() []Feature {
 		},
 		{
 			Suite: "preemption", Name: "reprieve: a smaller group goes before a larger one", Lane: lane,
-			Steps: []Step{
-				{A: Assertion{ID: "PRE-13", Statement: "of two equal-priority disruptionMode-all groups that each free enough, the one with fewer pods is preempted (even when it is older)", Ref: preRef + "19; §5.1 reprieve"},
-					Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "PRE-13", Statement: "of two equal-priority disruptionMode-all groups that each free enough, the one with fewer pods is preempted (even when it is older)", Ref: preRef + "19; §5.1 reprieve"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 						low := l.PriorityClass(ctx, t, "low", lowValue, false)
 						high := l.PriorityClass(ctx, t, "high", highValue, false)
 						// small: 1 pod × 2 GPUs; big: 2 pods × 1 GPU. Either frees the 2 GPUs needed.
 						createGang(ctx, t, l, scenarios.Group{Name: "small", MinCount: 1, DisruptionAll: true, PriorityClassName: low}, 1, 2)
-						l.WaitBound(ctx, t, l.env.d(60*time.Second), "small-0")
+						l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), "small-0")
 						olderThanASecond(ctx, t, l, "small-0")
 						createGang(ctx, t, l, scenarios.Group{Name: "big", MinCount: 2, DisruptionAll: true, PriorityClassName: low}, 2, 1)
-						l.WaitBound(ctx, t, l.env.d(60*time.Second), "big-0", "big-1")
+						l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), "big-0", "big-1")
 						preemptAndCheck(ctx, t, l, high, "small-0", []string{"big-0", "big-1"})
 					}},
 			},
@@ -805,7 +806,7 @@ func reprieveFeatures() []Feature {
 // prePDB creates a PodDisruptionBudget of minAvailable 1 over the selected pods and waits until
 // the disruption controller reports that none may be disrupted, so that the scheduler's view of it
 // is settled before a preemptor arrives (gang-semantics §5.1 reads status.disruptionsAllowed).
-func prePDB(ctx context.Context, t *testing.T, l *Lane, name string, selector map[string]string) {
+func prePDB(ctx context.Context, t *testing.T, l *framework.Lane, name string, selector map[string]string) {
 	t.Helper()
 	one := intstr.FromInt32(1)
 	pdb := &policyv1.PodDisruptionBudget{
@@ -815,7 +816,7 @@ func prePDB(ctx context.Context, t *testing.T, l *Lane, name string, selector ma
 	if _, err := l.Client.PolicyV1().PodDisruptionBudgets(l.Name).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create PodDisruptionBudget %s: %v", name, err)
 	}
-	Eventually(ctx, t, l.env.d(30*time.Second), "PodDisruptionBudget "+name+" observed with 1 healthy pod and 0 disruptions allowed", func(ctx context.Context) (bool, string, error) {
+	framework.Eventually(ctx, t, l.Env.Scaled(30*time.Second), "PodDisruptionBudget "+name+" observed with 1 healthy pod and 0 disruptions allowed", func(ctx context.Context) (bool, string, error) {
 		got, err := l.Client.PolicyV1().PodDisruptionBudgets(l.Name).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, "", err
@@ -828,27 +829,27 @@ func prePDB(ctx context.Context, t *testing.T, l *Lane, name string, selector ma
 
 // equalPriorityFeature is §11.C.20. The shared priority is 0, the lowest any pod of the cluster has,
 // so "no victims" holds cluster-wide and not only on this lane (group preemption looks cluster-wide).
-func equalPriorityFeature() []Feature {
+func equalPriorityFeature() []framework.Feature {
 	const gang = "gang"
 	var gangPods []string
-	return []Feature{{
-		Suite: "preemption", Name: "equal priority never preempts", Lane: LaneSpec{Nodes: 1, GPUsPerNode: 4},
-		Steps: []Step{
-			{A: Assertion{ID: "PRE-14", Statement: "a gang whose priority equals the running pods' is False/Unschedulable with 'pod group preemption: No preemption victims found'", Ref: preRef + "20; §5.1"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+	return []framework.Feature{{
+		Suite: "preemption", Name: "equal priority never preempts", Lane: framework.LaneSpec{Nodes: 1, GPUsPerNode: 4},
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "PRE-14", Statement: "a gang whose priority equals the running pods' is False/Unschedulable with 'pod group preemption: No preemption victims found'", Ref: preRef + "20; §5.1"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					eq := l.PriorityClass(ctx, t, "eq", 0, false)
 					l.CreatePods(ctx, t, standalone("victim", 2, 2, eq)...)
-					l.WaitBound(ctx, t, l.env.d(60*time.Second), "victim-0", "victim-1")
+					l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), "victim-0", "victim-1")
 					gangPods = createGang(ctx, t, l, scenarios.Group{Name: gang, MinCount: 2, PriorityClassName: eq}, 2, 2)
-					waitGroupMessage(ctx, t, l, l.env.d(60*time.Second), gang, metav1.ConditionFalse, "Unschedulable", msgGroupPreemption+" "+msgNoVictims)
+					waitGroupMessage(ctx, t, l, l.Env.Scaled(60*time.Second), gang, metav1.ConditionFalse, "Unschedulable", msgGroupPreemption+" "+msgNoVictims)
 				}},
-			{A: Assertion{ID: "PRE-15", Statement: "then the equal-priority pods keep running through the window", Ref: preRef + "20; §5.1"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "PRE-15", Statement: "then the equal-priority pods keep running through the window", Ref: preRef + "20; §5.1"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					if len(gangPods) == 0 {
 						t.Fatal("the gang was not created (PRE-14 failed early)")
 					}
-					l.WaitDecided(ctx, t, l.env.d(60*time.Second), gangPods...)
-					keepRunning(ctx, t, l, nil, l.env.d(6*time.Second), "victim-0", "victim-1")
+					l.WaitDecided(ctx, t, l.Env.Scaled(60*time.Second), gangPods...)
+					keepRunning(ctx, t, l, nil, l.Env.Scaled(6*time.Second), "victim-0", "victim-1")
 				}},
 		},
 	}}
@@ -856,31 +857,31 @@ func equalPriorityFeature() []Feature {
 
 // preemptNeverFeature is §11.C.21 (PodGroupPreemptionPolicy off: the group inherits Never from its
 // pods, which get it from their class).
-func preemptNeverFeature() []Feature {
+func preemptNeverFeature() []framework.Feature {
 	const gang = "gang"
 	var gangPods []string
-	return []Feature{{
-		Suite: "preemption", Name: "preemptionPolicy Never", Lane: LaneSpec{Nodes: 1, GPUsPerNode: 4},
-		Steps: []Step{
-			{A: Assertion{ID: "PRE-16", Statement: "a gang whose class has preemptionPolicy Never reads 'pod group preemption: not eligible due to preemptionPolicy=Never.'", Ref: preRef + "21; §5.1"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+	return []framework.Feature{{
+		Suite: "preemption", Name: "preemptionPolicy Never", Lane: framework.LaneSpec{Nodes: 1, GPUsPerNode: 4},
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "PRE-16", Statement: "a gang whose class has preemptionPolicy Never reads 'pod group preemption: not eligible due to preemptionPolicy=Never.'", Ref: preRef + "21; §5.1"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					low := l.PriorityClass(ctx, t, "low", lowValue, false)
 					never := l.PriorityClass(ctx, t, "never", highValue, true)
 					l.CreatePods(ctx, t, standalone("victim", 2, 2, low)...)
-					l.WaitBound(ctx, t, l.env.d(60*time.Second), "victim-0", "victim-1")
+					l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), "victim-0", "victim-1")
 					gangPods = createGang(ctx, t, l, scenarios.Group{Name: gang, MinCount: 2, PriorityClassName: never}, 2, 2)
-					waitGroupMessage(ctx, t, l, l.env.d(60*time.Second), gang, metav1.ConditionFalse, "Unschedulable", msgNeverEligible)
+					waitGroupMessage(ctx, t, l, l.Env.Scaled(60*time.Second), gang, metav1.ConditionFalse, "Unschedulable", msgNeverEligible)
 				}},
-			{A: Assertion{ID: "PRE-17", Statement: "then the lower-priority pods keep running through the window", Ref: preRef + "21; §5.1"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "PRE-17", Statement: "then the lower-priority pods keep running through the window", Ref: preRef + "21; §5.1"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					if len(gangPods) == 0 {
 						t.Fatal("the gang was not created (PRE-16 failed early)")
 					}
-					l.WaitDecided(ctx, t, l.env.d(60*time.Second), gangPods...)
-					keepRunning(ctx, t, l, nil, l.env.d(6*time.Second), "victim-0", "victim-1")
+					l.WaitDecided(ctx, t, l.Env.Scaled(60*time.Second), gangPods...)
+					keepRunning(ctx, t, l, nil, l.Env.Scaled(6*time.Second), "victim-0", "victim-1")
 				}},
-			{A: Assertion{ID: "PRE-18", Statement: "Priority admission rejects a pod that sets preemptionPolicy against its class: '… must not be provided in pod spec'", Ref: preRef + "21; §1.4"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "PRE-18", Statement: "Priority admission rejects a pod that sets preemptionPolicy against its class: '… must not be provided in pod spec'", Ref: preRef + "21; §1.4"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					never := l.PriorityClass(ctx, t, "never-adm", highValue, true)
 					p := l.Pod(scenarios.Member{Name: "policy-mismatch", GPUs: 1, PriorityClassName: never})
 					lower := corev1.PreemptLowerPriority

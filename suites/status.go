@@ -3,6 +3,7 @@ package suites
 import (
 	"context"
 	"fmt"
+	"github.com/gangbench/gangbench/suites/framework"
 	"slices"
 	"strings"
 	"testing"
@@ -41,7 +42,7 @@ func staOccurrences(e corev1.Event) int {
 }
 
 // staFailures sums the FailedScheduling occurrences on the named pods and describes them.
-func staFailures(ctx context.Context, l *Lane, pods []string) (int, string, error) {
+func staFailures(ctx context.Context, l *framework.Lane, pods []string) (int, string, error) {
 	evs, err := l.Events(ctx, "")
 	if err != nil {
 		return 0, "", err
@@ -60,25 +61,25 @@ func staFailures(ctx context.Context, l *Lane, pods []string) (int, string, erro
 
 // staUnchanged is a condition for Consistently: the group's condition is still True with the
 // lastTransitionTime of want.
-func staUnchanged(l *Lane, group string, want *metav1.Condition) func(context.Context) (bool, string, error) {
+func staUnchanged(l *framework.Lane, group string, want *metav1.Condition) func(context.Context) (bool, string, error) {
 	return func(ctx context.Context) (bool, string, error) {
 		pg, err := l.PodGroup(ctx, group)
 		if err != nil {
 			return false, "", err
 		}
-		c := GroupCondition(pg)
+		c := framework.GroupCondition(pg)
 		ok := c != nil && c.Status == metav1.ConditionTrue && c.LastTransitionTime.Equal(&want.LastTransitionTime)
-		return ok, fmt.Sprintf("condition %s (was %s)", describeCondition(c), describeCondition(want)), nil
+		return ok, fmt.Sprintf("condition %s (was %s)", framework.DescribeCondition(c), framework.DescribeCondition(want)), nil
 	}
 }
 
 // staWaitFailuresWhileTrue waits until the named pods have at least n FailedScheduling occurrences
 // and fails at once if the group's condition leaves True or its lastTransitionTime moves meanwhile.
-func staWaitFailuresWhileTrue(ctx context.Context, t *testing.T, l *Lane, group string, want *metav1.Condition, n int, pods ...string) {
+func staWaitFailuresWhileTrue(ctx context.Context, t *testing.T, l *framework.Lane, group string, want *metav1.Condition, n int, pods ...string) {
 	t.Helper()
 	unchanged := staUnchanged(l, group, want)
 	var broken string
-	l.EventuallySettled(ctx, t, l.env.d(45*time.Second), fmt.Sprintf("%d FailedScheduling occurrence(s) on %v", n, pods), func(ctx context.Context) (bool, string, error) {
+	l.EventuallySettled(ctx, t, l.Env.Scaled(45*time.Second), fmt.Sprintf("%d FailedScheduling occurrence(s) on %v", n, pods), func(ctx context.Context) (bool, string, error) {
 		if ok, state, err := unchanged(ctx); err == nil && !ok {
 			broken = state
 			return true, "", nil
@@ -96,13 +97,13 @@ func staWaitFailuresWhileTrue(ctx context.Context, t *testing.T, l *Lane, group 
 
 // staGroupReady creates a gang of n members × gpus with minCount n, waits until all are bound and the
 // group is True/Scheduled, and returns the condition.
-func staGroupReady(ctx context.Context, t *testing.T, l *Lane, group string, n int, gpus int64) *metav1.Condition {
+func staGroupReady(ctx context.Context, t *testing.T, l *framework.Lane, group string, n int, gpus int64) *metav1.Condition {
 	t.Helper()
 	l.CreatePodGroup(ctx, t, scenarios.Group{Name: group, MinCount: int32(n)})
-	ms := Members(group, n, gpus)
+	ms := framework.Members(group, n, gpus)
 	l.CreatePods(ctx, t, ms...)
-	l.WaitBound(ctx, t, l.env.d(60*time.Second), names(ms)...)
-	return l.WaitCondition(ctx, t, l.env.d(30*time.Second), group, metav1.ConditionTrue, "Scheduled")
+	l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), names(ms)...)
+	return l.WaitCondition(ctx, t, l.Env.Scaled(30*time.Second), group, metav1.ConditionTrue, "Scheduled")
 }
 
 // genWrites are the scheduler's condition writes with the PodGroup generation they were read at.
@@ -148,22 +149,22 @@ func staRequire(t *testing.T, c *metav1.Condition, setup string) {
 	}
 }
 
-func statusFeatures() []Feature {
+func statusFeatures() []framework.Feature {
 	const suite = "status"
-	lane := LaneSpec{Nodes: 1, GPUsPerNode: 8}
+	lane := framework.LaneSpec{Nodes: 1, GPUsPerNode: 8}
 	ref := func(item, section string) string { return "gang-semantics §11.D." + item + "; " + section }
 
 	// D.23: a True condition survives later unschedulable members.
 	var stayTrue *metav1.Condition
-	stays := Feature{
+	stays := framework.Feature{
 		Suite: suite, Name: "condition stays True while later members fail", Lane: lane,
-		Steps: []Step{
-			{A: Assertion{ID: "STA-01", Statement: "a gang that fits becomes True/Scheduled", Ref: ref("24", "§4")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "STA-01", Statement: "a gang that fits becomes True/Scheduled", Ref: ref("24", "§4")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					stayTrue = staGroupReady(ctx, t, l, "gang", 2, 4)
 				}},
-			{A: Assertion{ID: "STA-02", Statement: "members added after True that cannot fit get FailedScheduling in ≥2 cycles while the condition stays True with the same lastTransitionTime", Ref: ref("23", "§4")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "STA-02", Statement: "members added after True that cannot fit get FailedScheduling in ≥2 cycles while the condition stays True with the same lastTransitionTime", Ref: ref("23", "§4")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					staRequire(t, stayTrue, "STA-01")
 					// The node is full. Each extra member wakes the group, so two members added one
 					// after the other give at least two cycles that end unschedulable.
@@ -176,7 +177,7 @@ func statusFeatures() []Feature {
 					l.CreatePods(ctx, t, extra[1])
 					staWaitFailuresWhileTrue(ctx, t, l, "gang", stayTrue, 1, extra[1].Name)
 					staWaitFailuresWhileTrue(ctx, t, l, "gang", stayTrue, 2, names(extra)...)
-					Consistently(ctx, t, l.env.d(staSettle), "PodGroup gang True with its first lastTransitionTime", staUnchanged(l, "gang", stayTrue))
+					framework.Consistently(ctx, t, l.Env.Scaled(staSettle), "PodGroup gang True with its first lastTransitionTime", staUnchanged(l, "gang", stayTrue))
 				}},
 		},
 	}
@@ -185,14 +186,14 @@ func statusFeatures() []Feature {
 	var gen1 int64
 	var unschedulable bool
 	var writes genWrites
-	generation := Feature{
+	generation := framework.Feature{
 		Suite: suite, Name: "observedGeneration follows a minCount change", Lane: lane,
-		Steps: []Step{
-			{A: Assertion{ID: "STA-03", Statement: "a gang that cannot fit is False/Unschedulable", Ref: ref("24", "§4")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "STA-03", Statement: "a gang that cannot fit is False/Unschedulable", Ref: ref("24", "§4")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "gang", MinCount: 3})
-					l.CreatePods(ctx, t, Members("gang", 3, 4)...)
-					c := l.WaitCondition(ctx, t, l.env.d(45*time.Second), "gang", metav1.ConditionFalse, "Unschedulable")
+					l.CreatePods(ctx, t, framework.Members("gang", 3, 4)...)
+					c := l.WaitCondition(ctx, t, l.Env.Scaled(45*time.Second), "gang", metav1.ConditionFalse, "Unschedulable")
 					pg, err := l.PodGroup(ctx, "gang")
 					if err != nil {
 						t.Fatal(err)
@@ -200,8 +201,8 @@ func statusFeatures() []Feature {
 					writes.add("False/Unschedulable", c, pg.Generation)
 					gen1, unschedulable = pg.Generation, true
 				}},
-			{A: Assertion{ID: "STA-04", Statement: "a minCount PATCH is accepted and metadata.generation does not go backwards (v1.37.2 leaves PodGroup generation at 0)", Ref: ref("24", "§2.4")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "STA-04", Statement: "a minCount PATCH is accepted and metadata.generation does not go backwards (v1.37.2 leaves PodGroup generation at 0)", Ref: ref("24", "§2.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					if !unschedulable {
 						t.Skip("needs the unschedulable gang STA-03 establishes")
 					}
@@ -222,29 +223,29 @@ func statusFeatures() []Feature {
 						t.Errorf("read-back policy %+v, want gang minCount 2", pg.Spec.SchedulingPolicy)
 					}
 				}},
-			{A: Assertion{ID: "STA-05", Statement: "the scheduler's next write after the minCount PATCH is True/Scheduled with 2 of 3 bound", Ref: ref("24", "§4; §3.6")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "STA-05", Statement: "the scheduler's next write after the minCount PATCH is True/Scheduled with 2 of 3 bound", Ref: ref("24", "§4; §3.6")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					if !unschedulable {
 						t.Skip("needs the unschedulable gang STA-03 establishes")
 					}
 					// The lowered minCount requeues the group at once (§3.6); 2 of the 3 fit.
 					var c *metav1.Condition
 					var gen int64
-					l.EventuallySettled(ctx, t, l.env.d(45*time.Second), "PodGroup gang True/Scheduled", func(ctx context.Context) (bool, string, error) {
+					l.EventuallySettled(ctx, t, l.Env.Scaled(45*time.Second), "PodGroup gang True/Scheduled", func(ctx context.Context) (bool, string, error) {
 						pg, err := l.PodGroup(ctx, "gang")
 						if err != nil {
 							return false, "", err
 						}
-						c, gen = GroupCondition(pg), pg.Generation
+						c, gen = framework.GroupCondition(pg), pg.Generation
 						ok := c != nil && c.Status == metav1.ConditionTrue && c.Reason == "Scheduled"
-						return ok, fmt.Sprintf("generation %d, %s", pg.Generation, describeCondition(c)), nil
+						return ok, fmt.Sprintf("generation %d, %s", pg.Generation, framework.DescribeCondition(c)), nil
 					})
 					writes.add("True/Scheduled after the PATCH", c, gen)
 					// The cycle writes the condition right after it hands its pods to their own
 					// asynchronous binding cycles (§3.4 step 6), so the True can be read before the
 					// binds are (the likely cause of one STA-05 failure on kind under load). Wait for them.
-					var o Outcome
-					Eventually(ctx, t, l.env.d(15*time.Second), "2 of the gang's 3 members bound after the True", func(ctx context.Context) (bool, string, error) {
+					var o framework.Outcome
+					framework.Eventually(ctx, t, l.Env.Scaled(15*time.Second), "2 of the gang's 3 members bound after the True", func(ctx context.Context) (bool, string, error) {
 						var err error
 						o, err = l.Observe(ctx)
 						return err == nil && o.Bound("gang") >= 2, o.String(), err
@@ -253,8 +254,8 @@ func statusFeatures() []Feature {
 						t.Errorf("want 2 of 3 bound after minCount 2; got %s", o)
 					}
 				}},
-			{A: Assertion{ID: "STA-15", Statement: "each condition the scheduler wrote (STA-03, STA-05) carries the PodGroup's metadata.generation as observedGeneration; not testable while the apiserver leaves generation at 0", Ref: ref("24", "§4")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "STA-15", Statement: "each condition the scheduler wrote (STA-03, STA-05) carries the PodGroup's metadata.generation as observedGeneration; not testable while the apiserver leaves generation at 0", Ref: ref("24", "§4")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					writes.check(t)
 				}},
 		},
@@ -264,14 +265,14 @@ func statusFeatures() []Feature {
 	var writer *metav1.Condition
 	var patchesBefore float64
 	var apiErr error
-	writerFeature := Feature{
+	writerFeature := framework.Feature{
 		Suite: suite, Name: "the scheduler writes the condition through podgroups/status", Lane: lane,
 		// Serial: the apiserver's request counter is cluster-wide.
 		Serial: true,
-		Steps: []Step{
-			{A: Assertion{ID: "STA-06", Statement: "the condition write shows in apiserver_request_total{resource=podgroups,subresource=status,verb=PATCH} (delta > 0)", Ref: ref("25", "§4; §6.2")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
-					before, err := l.env.APIServerMetrics(ctx)
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "STA-06", Statement: "the condition write shows in apiserver_request_total{resource=podgroups,subresource=status,verb=PATCH} (delta > 0)", Ref: ref("25", "§4; §6.2")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					before, err := l.Env.APIServerMetrics(ctx)
 					if err == nil {
 						patchesBefore = obsSum(before, "apiserver_request_total", staStatusPatch)
 					}
@@ -281,8 +282,8 @@ func statusFeatures() []Feature {
 						t.Skipf("apiserver metrics: %v", apiErr)
 					}
 					var delta float64
-					Eventually(ctx, t, l.env.d(15*time.Second), "a PodGroup status PATCH counted by the apiserver", func(ctx context.Context) (bool, string, error) {
-						after, err := l.env.APIServerMetrics(ctx)
+					framework.Eventually(ctx, t, l.Env.Scaled(15*time.Second), "a PodGroup status PATCH counted by the apiserver", func(ctx context.Context) (bool, string, error) {
+						after, err := l.Env.APIServerMetrics(ctx)
 						if err != nil {
 							return false, "", err
 						}
@@ -291,8 +292,8 @@ func statusFeatures() []Feature {
 					})
 					t.Logf("PodGroup status PATCH requests: +%g", delta)
 				}},
-			{A: Assertion{ID: "STA-07", Statement: "managedFields name the kube-scheduler as the manager of status.conditions (subresource status)", Ref: ref("25", "§4")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "STA-07", Statement: "managedFields name the kube-scheduler as the manager of status.conditions (subresource status)", Ref: ref("25", "§4")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					staRequire(t, writer, "STA-06")
 					pg, err := l.PodGroup(ctx, "gang")
 					if err != nil {
@@ -317,21 +318,21 @@ func statusFeatures() []Feature {
 
 	// D.26: the protection finalizer holds a PodGroup while members live.
 	var protected bool
-	protection := Feature{
+	protection := framework.Feature{
 		Suite: suite, Name: "podgroup-protection finalizer", Lane: lane,
-		Steps: []Step{
-			{A: Assertion{ID: "STA-08", Statement: "deleting a PodGroup with live members leaves it with a deletionTimestamp and the podgroup-protection finalizer", Ref: ref("26", "§1.4; §8")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "STA-08", Statement: "deleting a PodGroup with live members leaves it with a deletionTimestamp and the podgroup-protection finalizer", Ref: ref("26", "§1.4; §8")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					// Only bound members are needed: the finalizer is the controller-manager's, so this
 					// holds whatever the scheduler does with the group.
 					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "gang", MinCount: 2})
-					ms := Members("gang", 2, 1)
+					ms := framework.Members("gang", 2, 1)
 					l.CreatePods(ctx, t, ms...)
-					l.WaitBound(ctx, t, l.env.d(60*time.Second), names(ms)...)
+					l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), names(ms)...)
 					if err := l.Gang.PodGroups(l.Name).Delete(ctx, "gang", metav1.DeleteOptions{}); err != nil {
 						t.Fatalf("delete PodGroup: %v", err)
 					}
-					Consistently(ctx, t, l.env.d(5*time.Second), "PodGroup gang present, terminating, with "+ProtectionFinalizer, func(ctx context.Context) (bool, string, error) {
+					framework.Consistently(ctx, t, l.Env.Scaled(5*time.Second), "PodGroup gang present, terminating, with "+ProtectionFinalizer, func(ctx context.Context) (bool, string, error) {
 						pg, err := l.PodGroup(ctx, "gang")
 						if apierrors.IsNotFound(err) {
 							return false, "PodGroup is gone although its members live", nil
@@ -344,14 +345,14 @@ func statusFeatures() []Feature {
 					})
 					protected = true
 				}},
-			{A: Assertion{ID: "STA-16", Statement: "a member created for that terminating PodGroup is still scheduled: the scheduler ignores the deletionTimestamp and the two bound members make the quorum", Ref: ref("26", "§8 (the scheduler ignores PodGroup deletionTimestamps); §3.3 AllPodsCount")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "STA-16", Statement: "a member created for that terminating PodGroup is still scheduled: the scheduler ignores the deletionTimestamp and the two bound members make the quorum", Ref: ref("26", "§8 (the scheduler ignores PodGroup deletionTimestamps); §3.3 AllPodsCount")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					if !protected {
 						t.Skip("needs the terminating PodGroup STA-08 establishes")
 					}
 					late := scenarios.Member{Name: "gang-2", Group: "gang", GPUs: 1}
 					l.CreatePods(ctx, t, late)
-					l.WaitBound(ctx, t, l.env.d(30*time.Second), late.Name)
+					l.WaitBound(ctx, t, l.Env.Scaled(30*time.Second), late.Name)
 					pg, err := l.PodGroup(ctx, "gang")
 					if err != nil {
 						t.Fatalf("PodGroup gang after its new member bound: %v", err)
@@ -360,8 +361,8 @@ func statusFeatures() []Feature {
 						t.Errorf("PodGroup gang lost its deletionTimestamp")
 					}
 				}},
-			{A: Assertion{ID: "STA-09", Statement: "deleting the members lets the terminating PodGroup disappear", Ref: ref("26", "§8")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "STA-09", Statement: "deleting the members lets the terminating PodGroup disappear", Ref: ref("26", "§8")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					if !protected {
 						t.Skip("needs the terminating PodGroup STA-08 establishes")
 					}
@@ -370,7 +371,7 @@ func statusFeatures() []Feature {
 							t.Fatalf("delete pod %s: %v", n, err)
 						}
 					}
-					staWaitGone(ctx, t, l, l.env.d(45*time.Second), "gang")
+					staWaitGone(ctx, t, l, l.Env.Scaled(45*time.Second), "gang")
 				}},
 		},
 	}
@@ -379,15 +380,15 @@ func statusFeatures() []Feature {
 	// user does to unstick a deletion): the scheduler's DeletePodGroup sends new members back to
 	// the incomplete queue, and a PodGroup of the same name picks up the bound ones again.
 	var orphaned bool
-	gone := Feature{
+	gone := framework.Feature{
 		Suite: suite, Name: "podgroup deleted under its bound members", Lane: lane,
-		Steps: []Step{
-			{A: Assertion{ID: "STA-17", Statement: "after a PodGroup is removed (finalizer stripped) under its 2 bound members, a new member referencing it stays Pending untouched for 10s (no event, no condition) in the incomplete queue", Ref: ref("26", "§3.2 (DeletePodGroup sends pods back to incomplete); §1.4")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "STA-17", Statement: "after a PodGroup is removed (finalizer stripped) under its 2 bound members, a new member referencing it stays Pending untouched for 10s (no event, no condition) in the incomplete queue", Ref: ref("26", "§3.2 (DeletePodGroup sends pods back to incomplete); §1.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "gone", MinCount: 2})
-					ms := Members("gone", 2, 1)
+					ms := framework.Members("gone", 2, 1)
 					l.CreatePods(ctx, t, ms...)
-					l.WaitBound(ctx, t, l.env.d(60*time.Second), names(ms)...)
+					l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), names(ms)...)
 					if err := l.Gang.PodGroups(l.Name).Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
 						t.Fatalf("delete PodGroup: %v", err)
 					}
@@ -395,32 +396,32 @@ func statusFeatures() []Feature {
 					if _, err := l.Gang.PodGroups(l.Name).Patch(ctx, "gone", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
 						t.Fatalf("remove the finalizers of PodGroup gone: %v", err)
 					}
-					staWaitGone(ctx, t, l, l.env.d(30*time.Second), "gone")
+					staWaitGone(ctx, t, l, l.Env.Scaled(30*time.Second), "gone")
 					late := scenarios.Member{Name: "gone-2", Group: "gone", GPUs: 1}
 					l.CreatePods(ctx, t, late)
-					bmHoldFor(ctx, t, l, l.env.d(bmHoldWindow), bmHold{Untouched: []string{late.Name}})
+					bmHoldFor(ctx, t, l, l.Env.Scaled(bmHoldWindow), bmHold{Untouched: []string{late.Name}})
 					bmProveLooking(ctx, t, l, "incomplete", 1)
 					orphaned = true
 				}},
-			{A: Assertion{ID: "STA-18", Statement: "recreating the PodGroup with minCount 3 binds the new member: the 2 members still bound count toward its quorum", Ref: ref("26", "§3.2 (AddPodGroup); §3.3 AllPodsCount counts assigned members")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "STA-18", Statement: "recreating the PodGroup with minCount 3 binds the new member: the 2 members still bound count toward its quorum", Ref: ref("26", "§3.2 (AddPodGroup); §3.3 AllPodsCount counts assigned members")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					if !orphaned {
 						t.Skip("needs the orphaned member STA-17 establishes")
 					}
 					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "gone", MinCount: 3})
-					l.WaitBound(ctx, t, l.env.d(30*time.Second), "gone-2")
-					l.WaitCondition(ctx, t, l.env.d(30*time.Second), "gone", metav1.ConditionTrue, "Scheduled")
+					l.WaitBound(ctx, t, l.Env.Scaled(30*time.Second), "gone-2")
+					l.WaitCondition(ctx, t, l.Env.Scaled(30*time.Second), "gone", metav1.ConditionTrue, "Scheduled")
 				}},
 		},
 	}
 
 	// Monotonicity when members go away.
 	var depleted *metav1.Condition
-	losses := Feature{
+	losses := framework.Feature{
 		Suite: suite, Name: "condition stays True when members are lost", Lane: lane,
-		Steps: []Step{
-			{A: Assertion{ID: "STA-10", Statement: "after True, evicting one member and deleting another leaves the condition True with the same lastTransitionTime", Ref: "gang-semantics §4; §11.D.23"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "STA-10", Statement: "after True, evicting one member and deleting another leaves the condition True with the same lastTransitionTime", Ref: "gang-semantics §4; §11.D.23"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					c := staGroupReady(ctx, t, l, "gang", 3, 2)
 					ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "gang-0", Namespace: l.Name}, DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: new(int64)}}
 					if err := l.Client.PolicyV1().Evictions(l.Name).Evict(ctx, ev); err != nil {
@@ -429,7 +430,7 @@ func statusFeatures() []Feature {
 					if err := l.Client.CoreV1().Pods(l.Name).Delete(ctx, "gang-1", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 						t.Fatalf("delete gang-1: %v", err)
 					}
-					Eventually(ctx, t, l.env.d(30*time.Second), "gang-0 and gang-1 gone", func(ctx context.Context) (bool, string, error) {
+					framework.Eventually(ctx, t, l.Env.Scaled(30*time.Second), "gang-0 and gang-1 gone", func(ctx context.Context) (bool, string, error) {
 						o, err := l.Observe(ctx)
 						if err != nil {
 							return false, "", err
@@ -438,15 +439,15 @@ func statusFeatures() []Feature {
 						_, b := o.Pods["gang-1"]
 						return !a && !b, o.String(), nil
 					})
-					Consistently(ctx, t, l.env.d(staSettle), "PodGroup gang True with its first lastTransitionTime", staUnchanged(l, "gang", c))
+					framework.Consistently(ctx, t, l.Env.Scaled(staSettle), "PodGroup gang True with its first lastTransitionTime", staUnchanged(l, "gang", c))
 					l.Canary(ctx, t)
 					if ok, state, err := staUnchanged(l, "gang", c)(ctx); err != nil || !ok {
 						t.Fatalf("after losing 2 of 3 members: %s %v", state, err)
 					}
 					depleted = c
 				}},
-			{A: Assertion{ID: "STA-11", Statement: "a later unschedulable cycle of the depleted gang (below minCount) still leaves the condition True", Ref: "gang-semantics §4; §11.D.23"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "STA-11", Statement: "a later unschedulable cycle of the depleted gang (below minCount) still leaves the condition True", Ref: "gang-semantics §4; §11.D.23"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					staRequire(t, depleted, "STA-10")
 					// One member of 2 GPUs is left on 8; two replacements of 8 GPUs each bring the
 					// gang to quorum but cannot fit, so the cycle ends below minCount.
@@ -456,25 +457,25 @@ func statusFeatures() []Feature {
 					}
 					l.CreatePods(ctx, t, repl...)
 					staWaitFailuresWhileTrue(ctx, t, l, "gang", depleted, 2, names(repl)...)
-					Consistently(ctx, t, l.env.d(staSettle), "PodGroup gang True with its first lastTransitionTime", staUnchanged(l, "gang", depleted))
+					framework.Consistently(ctx, t, l.Env.Scaled(staSettle), "PodGroup gang True with its first lastTransitionTime", staUnchanged(l, "gang", depleted))
 				}},
 		},
 	}
 
 	// Monotonicity across a scheduler restart: the new process starts from the stored condition.
 	var restarted *metav1.Condition
-	restart := Feature{
+	restart := framework.Feature{
 		Suite: suite, Name: "condition stays True across a scheduler restart", Lane: lane,
 		Serial: true, NeedsControl: true,
-		Steps: []Step{
-			{A: Assertion{ID: "STA-12", Statement: "restarting the scheduler leaves a True condition unchanged and the new scheduler binds a canary", Ref: "gang-semantics §4; §11.D.23"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "STA-12", Statement: "restarting the scheduler leaves a True condition unchanged and the new scheduler binds a canary", Ref: "gang-semantics §4; §11.D.23"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					c := staGroupReady(ctx, t, l, "gang", 2, 2)
 					startedBefore, startErr := staSchedulerStart(ctx, l)
-					rctx, cancel := context.WithTimeout(ctx, l.env.d(120*time.Second))
+					rctx, cancel := context.WithTimeout(ctx, l.Env.Scaled(120*time.Second))
 					defer cancel()
 					start := time.Now()
-					if err := l.env.Cluster.Control.Restart(rctx, clusters.Scheduler); err != nil {
+					if err := l.Env.Cluster.Control.Restart(rctx, clusters.Scheduler); err != nil {
 						t.Fatalf("restart %s: %v", clusters.Scheduler, err)
 					}
 					t.Logf("scheduler restarted in %s", time.Since(start).Round(time.Millisecond))
@@ -497,38 +498,38 @@ func statusFeatures() []Feature {
 					}
 					restarted = c
 				}},
-			{A: Assertion{ID: "STA-13", Statement: "after the restart, an unschedulable cycle of that gang leaves the condition True", Ref: "gang-semantics §4; §11.D.23"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "STA-13", Statement: "after the restart, an unschedulable cycle of that gang leaves the condition True", Ref: "gang-semantics §4; §11.D.23"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					staRequire(t, restarted, "STA-12")
 					// Created after the restart, so only the new process can have emitted its events.
 					l.CreatePods(ctx, t, scenarios.Member{Name: "gang-late", Group: "gang", GPUs: 8})
 					staWaitFailuresWhileTrue(ctx, t, l, "gang", restarted, 1, "gang-late")
-					Consistently(ctx, t, l.env.d(staSettle), "PodGroup gang True with its first lastTransitionTime", staUnchanged(l, "gang", restarted))
+					framework.Consistently(ctx, t, l.Env.Scaled(staSettle), "PodGroup gang True with its first lastTransitionTime", staUnchanged(l, "gang", restarted))
 				}},
 		},
 	}
 
-	basic := Feature{
+	basic := framework.Feature{
 		Suite: suite, Name: "basic group with nothing that fits", Lane: lane,
-		Steps: []Step{
-			{A: Assertion{ID: "STA-14", Statement: "a basic group of which no pod fits is False/Unschedulable with minCount (1) cannot be satisfied", Ref: "gang-semantics §4; §3.4 (basic counts as minCount 1); the incomplete-but-Scheduled case is EXP-2a"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "STA-14", Statement: "a basic group of which no pod fits is False/Unschedulable with minCount (1) cannot be satisfied", Ref: "gang-semantics §4; §3.4 (basic counts as minCount 1); the incomplete-but-Scheduled case is EXP-2a"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "basic"})
-					l.CreatePods(ctx, t, Members("basic", 2, 16)...)
-					c := l.WaitCondition(ctx, t, l.env.d(45*time.Second), "basic", metav1.ConditionFalse, "Unschedulable")
+					l.CreatePods(ctx, t, framework.Members("basic", 2, 16)...)
+					c := l.WaitCondition(ctx, t, l.Env.Scaled(45*time.Second), "basic", metav1.ConditionFalse, "Unschedulable")
 					if !strings.Contains(c.Message, "minCount (1) cannot be satisfied") {
 						t.Errorf("message %q lacks %q", c.Message, "minCount (1) cannot be satisfied")
 					}
 				}},
 		},
 	}
-	return []Feature{stays, generation, writerFeature, protection, gone, losses, restart, basic}
+	return []framework.Feature{stays, generation, writerFeature, protection, gone, losses, restart, basic}
 }
 
 // staWaitGone waits until the PodGroup no longer exists, reporting its finalizers while it does.
-func staWaitGone(ctx context.Context, t *testing.T, l *Lane, timeout time.Duration, group string) {
+func staWaitGone(ctx context.Context, t *testing.T, l *framework.Lane, timeout time.Duration, group string) {
 	t.Helper()
-	Eventually(ctx, t, timeout, "PodGroup "+group+" gone", func(ctx context.Context) (bool, string, error) {
+	framework.Eventually(ctx, t, timeout, "PodGroup "+group+" gone", func(ctx context.Context) (bool, string, error) {
 		pg, err := l.PodGroup(ctx, group)
 		if apierrors.IsNotFound(err) {
 			return true, "", nil
@@ -544,8 +545,8 @@ func staWaitGone(ctx context.Context, t *testing.T, l *Lane, timeout time.Durati
 var staStatusPatch = map[string]string{"group": "scheduling.k8s.io", "resource": "podgroups", "subresource": "status", "verb": "PATCH"}
 
 // staSchedulerStart is the scheduler's process_start_time_seconds.
-func staSchedulerStart(ctx context.Context, l *Lane) (float64, error) {
-	s, err := l.env.SchedulerMetrics(ctx)
+func staSchedulerStart(ctx context.Context, l *framework.Lane) (float64, error) {
+	s, err := l.Env.SchedulerMetrics(ctx)
 	if err != nil {
 		return 0, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gangbench/gangbench/suites/framework"
 	"strings"
 	"testing"
 
@@ -59,64 +60,64 @@ func valExpectRejected(t *testing.T, what string, err error, kind valRejection, 
 }
 
 // valCreatePG sends a PodGroup and returns the stored object or the error.
-func valCreatePG(ctx context.Context, l *Lane, pg *schedv1beta1.PodGroup) (*schedv1beta1.PodGroup, error) {
+func valCreatePG(ctx context.Context, l *framework.Lane, pg *schedv1beta1.PodGroup) (*schedv1beta1.PodGroup, error) {
 	return l.Gang.PodGroups(l.Name).Create(ctx, pg, metav1.CreateOptions{})
 }
 
-func valDeletePG(ctx context.Context, l *Lane, name string) func() {
+func valDeletePG(ctx context.Context, l *framework.Lane, name string) func() {
 	return func() {
 		_ = l.Gang.PodGroups(l.Name).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
 	}
 }
 
 // valPatchPG sends a JSON merge patch of a PodGroup's spec.
-func valPatchPG(ctx context.Context, l *Lane, name, patch string) (*schedv1beta1.PodGroup, error) {
+func valPatchPG(ctx context.Context, l *framework.Lane, name, patch string) (*schedv1beta1.PodGroup, error) {
 	return l.Gang.PodGroups(l.Name).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 }
 
 func valInt32(v int32) *int32 { return &v }
 
-func validationFeatures() []Feature {
+func validationFeatures() []framework.Feature {
 	const suite = "validation"
-	lane := LaneSpec{Nodes: 1, GPUsPerNode: 8}
+	lane := framework.LaneSpec{Nodes: 1, GPUsPerNode: 8}
 	ref := func(item, section string) string { return "gang-semantics §11.E." + item + "; " + section }
 
 	// gangPG builds a gang PodGroup whose policy a test then breaks.
-	gangPG := func(l *Lane, name string, minCount int32) *schedv1beta1.PodGroup {
+	gangPG := func(l *framework.Lane, name string, minCount int32) *schedv1beta1.PodGroup {
 		pg := scenarios.PodGroup(l.Name, scenarios.Group{Name: name, MinCount: 1})
 		pg.Spec.SchedulingPolicy.Gang.MinCount = minCount
 		return pg
 	}
 
-	createRules := Feature{
+	createRules := framework.Feature{
 		Suite: suite, Name: "PodGroup create validation", Lane: lane,
-		Steps: []Step{
-			{A: Assertion{ID: "VAL-01", Statement: "a gang minCount of 0 is rejected 422 with Required value", Ref: ref("27", "§2.3")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "VAL-01", Statement: "a gang minCount of 0 is rejected 422 with Required value", Ref: ref("27", "§2.3")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					_, err := valCreatePG(ctx, l, gangPG(l, "mincount-zero", 0))
 					valExpectRejected(t, "minCount 0", err, valInvalid, valDeletePG(ctx, l, "mincount-zero"), "spec.schedulingPolicy.gang.minCount", "Required value")
 				}},
-			{A: Assertion{ID: "VAL-02", Statement: "a gang minCount of -1 is rejected 422 with must be greater than or equal to 1", Ref: ref("27", "§2.3")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-02", Statement: "a gang minCount of -1 is rejected 422 with must be greater than or equal to 1", Ref: ref("27", "§2.3")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					_, err := valCreatePG(ctx, l, gangPG(l, "mincount-negative", -1))
 					valExpectRejected(t, "minCount -1", err, valInvalid, valDeletePG(ctx, l, "mincount-negative"), "must be greater than or equal to 1")
 				}},
-			{A: Assertion{ID: "VAL-03", Statement: "a policy with both basic and gang is rejected 422 with must specify exactly one of", Ref: ref("27", "§2.3")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-03", Statement: "a policy with both basic and gang is rejected 422 with must specify exactly one of", Ref: ref("27", "§2.3")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					pg := gangPG(l, "both-policies", 2)
 					pg.Spec.SchedulingPolicy.Basic = &schedv1beta1.BasicSchedulingPolicy{}
 					_, err := valCreatePG(ctx, l, pg)
 					valExpectRejected(t, "basic and gang", err, valInvalid, valDeletePG(ctx, l, pg.Name), "must specify exactly one of")
 				}},
-			{A: Assertion{ID: "VAL-04", Statement: "a policy with neither basic nor gang is rejected 422 with must specify one of", Ref: ref("27", "§2.3")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-04", Statement: "a policy with neither basic nor gang is rejected 422 with must specify one of", Ref: ref("27", "§2.3")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					pg := gangPG(l, "no-policy", 2)
 					pg.Spec.SchedulingPolicy.Gang = nil
 					_, err := valCreatePG(ctx, l, pg)
 					valExpectRejected(t, "neither basic nor gang", err, valInvalid, valDeletePG(ctx, l, pg.Name), "must specify one of")
 				}},
-			{A: Assertion{ID: "VAL-05", Statement: "disruptionMode all with a basic policy is accepted and read back as all", Ref: ref("29", "§2.3")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-05", Statement: "disruptionMode all with a basic policy is accepted and read back as all", Ref: ref("29", "§2.3")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					got, err := valCreatePG(ctx, l, scenarios.PodGroup(l.Name, scenarios.Group{Name: "basic-all", DisruptionAll: true}))
 					if err != nil {
 						t.Fatalf("basic PodGroup with disruptionMode all: %v, want accepted", err)
@@ -125,8 +126,8 @@ func validationFeatures() []Feature {
 						t.Errorf("read-back disruptionMode %+v, want {all: {}}", dm)
 					}
 				}},
-			{A: Assertion{ID: "VAL-06", Statement: "a PodGroup created without disruptionMode reads back disruptionMode single", Ref: ref("29", "§2.1")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-06", Statement: "a PodGroup created without disruptionMode reads back disruptionMode single", Ref: ref("29", "§2.1")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					if _, err := valCreatePG(ctx, l, gangPG(l, "default-mode", 2)); err != nil {
 						t.Fatalf("create: %v", err)
 					}
@@ -138,16 +139,16 @@ func validationFeatures() []Feature {
 						t.Errorf("read-back disruptionMode %+v, want {single: {}}", dm)
 					}
 				}},
-			{A: Assertion{ID: "VAL-07", Statement: "a raw spec.priority 1000 without a class is rejected 403 by Priority admission (must match the priority computed (0))", Ref: ref("30", "§1.4")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-07", Statement: "a raw spec.priority 1000 without a class is rejected 403 by Priority admission (must match the priority computed (0))", Ref: ref("30", "§1.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					pg := gangPG(l, "raw-priority", 2)
 					pg.Spec.Priority = valInt32(1000)
 					_, err := valCreatePG(ctx, l, pg)
 					valExpectRejected(t, "raw priority 1000", err, valForbidden, valDeletePG(ctx, l, pg.Name),
 						"priority set in the pod group (1000) must match the priority computed (0)")
 				}},
-			{A: Assertion{ID: "VAL-08", Statement: "with a priorityClassName, admission sets spec.priority to the class value", Ref: ref("30", "§1.4")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-08", Statement: "with a priorityClassName, admission sets spec.priority to the class value", Ref: ref("30", "§1.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					const value = 4242
 					pc := l.PriorityClass(ctx, t, "val08", value, false)
 					got, err := valCreatePG(ctx, l, scenarios.PodGroup(l.Name, scenarios.Group{Name: "with-class", MinCount: 2, PriorityClassName: pc}))
@@ -158,8 +159,8 @@ func validationFeatures() []Feature {
 						t.Errorf("read-back spec.priority %v, want %d (class %s)", valPtr(got.Spec.Priority), value, pc)
 					}
 				}},
-			{A: Assertion{ID: "VAL-09", Statement: "a workloadRef to a Workload that does not exist is accepted", Ref: ref("33", "§1.4")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-09", Statement: "a workloadRef to a Workload that does not exist is accepted", Ref: ref("33", "§1.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					got, err := valCreatePG(ctx, l, scenarios.PodGroup(l.Name, scenarios.Group{Name: "dangling-ref", MinCount: 2, Workload: "no-such-workload", Template: "t0"}))
 					if err != nil {
 						t.Fatalf("PodGroup with a dangling workloadRef: %v, want accepted", err)
@@ -174,11 +175,11 @@ func validationFeatures() []Feature {
 	// The update rules act on one PodGroup with every immutable field set; every patch is rejected,
 	// so each step starts from the same stored object.
 	const immutable = "immutable"
-	updateRules := Feature{
+	updateRules := framework.Feature{
 		Suite: suite, Name: "PodGroup update validation", Lane: lane,
-		Steps: []Step{
-			{A: Assertion{ID: "VAL-10", Statement: "gang.minCount is mutable: a PATCH from 3 to 2 is accepted", Ref: ref("28", "§2.4")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "VAL-10", Statement: "gang.minCount is mutable: a PATCH from 3 to 2 is accepted", Ref: ref("28", "§2.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					// The class only has to exist at create time (Priority admission runs on create).
 					pc := l.PriorityClass(ctx, t, "val10", 500, false)
 					// The Workloads the PodGroup refers to (and VAL-13 points it at) exist, so the
@@ -202,77 +203,77 @@ func validationFeatures() []Feature {
 						t.Errorf("read-back policy %+v, want gang minCount 2", got.Spec.SchedulingPolicy)
 					}
 				}},
-			{A: Assertion{ID: "VAL-11", Statement: "changing gang to basic is rejected 422 with field is immutable and field cannot be cleared once set", Ref: ref("28", "§2.4")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-11", Statement: "changing gang to basic is rejected 422 with field is immutable and field cannot be cleared once set", Ref: ref("28", "§2.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					_, err := valPatchPG(ctx, l, immutable, `{"spec":{"schedulingPolicy":{"gang":null,"basic":{}}}}`)
 					valExpectRejected(t, "gang→basic", err, valInvalid, nil, "field is immutable", "field cannot be cleared once set")
 				}},
-			{A: Assertion{ID: "VAL-12", Statement: "changing disruptionMode is rejected 422 with field is immutable", Ref: ref("28", "§2.4")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-12", Statement: "changing disruptionMode is rejected 422 with field is immutable", Ref: ref("28", "§2.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					_, err := valPatchPG(ctx, l, immutable, `{"spec":{"disruptionMode":{"single":null,"all":{}}}}`)
 					valExpectRejected(t, "disruptionMode single→all", err, valInvalid, nil, "spec.disruptionMode", "field is immutable")
 				}},
-			{A: Assertion{ID: "VAL-13", Statement: "changing workloadRef is rejected 422 with field is immutable", Ref: ref("28", "§2.4")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-13", Statement: "changing workloadRef is rejected 422 with field is immutable", Ref: ref("28", "§2.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					_, err := valPatchPG(ctx, l, immutable, `{"spec":{"workloadRef":{"workloadName":"wl-b"}}}`)
 					valExpectRejected(t, "workloadRef wl-a→wl-b", err, valInvalid, nil, "spec.workloadRef", "field is immutable")
 				}},
-			{A: Assertion{ID: "VAL-14", Statement: "changing priorityClassName is rejected 422 with field is immutable", Ref: ref("28", "§2.4")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-14", Statement: "changing priorityClassName is rejected 422 with field is immutable", Ref: ref("28", "§2.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					classB := l.PriorityClass(ctx, t, "val14", 500, false)
 					_, err := valPatchPG(ctx, l, immutable, fmt.Sprintf(`{"spec":{"priorityClassName":%q}}`, classB))
 					valExpectRejected(t, "priorityClassName →"+classB, err, valInvalid, nil, "spec.priorityClassName", "field is immutable")
 				}},
-			{A: Assertion{ID: "VAL-15", Statement: "changing priority is rejected 422 with field is immutable", Ref: ref("28", "§2.4")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-15", Statement: "changing priority is rejected 422 with field is immutable", Ref: ref("28", "§2.4")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					_, err := valPatchPG(ctx, l, immutable, `{"spec":{"priority":600}}`)
 					valExpectRejected(t, "priority 500→600", err, valInvalid, nil, "spec.priority", "field is immutable")
 				}},
 		},
 	}
 
-	workloadRules := Feature{
+	workloadRules := framework.Feature{
 		Suite: suite, Name: "Workload validation", Lane: lane,
-		Steps: []Step{
-			{A: Assertion{ID: "VAL-16", Statement: "a Workload with 9 podGroupTemplates is rejected 422 with must have at most 8 items", Ref: ref("31", "§2.5")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "VAL-16", Statement: "a Workload with 9 podGroupTemplates is rejected 422 with must have at most 8 items", Ref: ref("31", "§2.5")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					_, err := valCreateWorkload(ctx, l, "nine", 9, nil)
 					valExpectRejected(t, "9 templates", err, valInvalid, valDeleteWorkload(ctx, l, "nine"), "must have at most 8 items")
 				}},
-			{A: Assertion{ID: "VAL-17", Statement: "adding a podGroupTemplate on update is rejected 422 with item may not be added", Ref: ref("31", "§2.5")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-17", Statement: "adding a podGroupTemplate on update is rejected 422 with item may not be added", Ref: ref("31", "§2.5")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					if _, err := valCreateWorkload(ctx, l, "two", 2, nil); err != nil {
 						t.Fatalf("create Workload with 2 templates: %v", err)
 					}
 					_, err := valPatchTemplates(ctx, l, "two", 3)
 					valExpectRejected(t, "2→3 templates", err, valInvalid, nil, "item may not be added")
 				}},
-			{A: Assertion{ID: "VAL-18", Statement: "removing a podGroupTemplate on update is rejected 422 with item may not be removed", Ref: ref("31", "§2.5")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-18", Statement: "removing a podGroupTemplate on update is rejected 422 with item may not be removed", Ref: ref("31", "§2.5")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					_, err := valPatchTemplates(ctx, l, "two", 1)
 					valExpectRejected(t, "2→1 templates", err, valInvalid, nil, "item may not be removed")
 				}},
-			{A: Assertion{ID: "VAL-19", Statement: "templates with different priorityClassName are rejected 422 with detected multiple priority configurations", Ref: ref("31", "§2.5")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-19", Statement: "templates with different priorityClassName are rejected 422 with detected multiple priority configurations", Ref: ref("31", "§2.5")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					_, err := valCreateWorkload(ctx, l, "mixed", 2, []string{l.Name + "-a", l.Name + "-b"})
 					valExpectRejected(t, "templates with classes a and b", err, valInvalid, valDeleteWorkload(ctx, l, "mixed"), "detected multiple priority configurations")
 				}},
 		},
 	}
 
-	podRules := Feature{
+	podRules := framework.Feature{
 		Suite: suite, Name: "Pod schedulingGroup validation", Lane: lane,
-		Steps: []Step{
-			{A: Assertion{ID: "VAL-20", Statement: "changing a Pod's spec.schedulingGroup is rejected 422 with pod updates may not change fields other than", Ref: ref("32", "§2.6")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "VAL-20", Statement: "changing a Pod's spec.schedulingGroup is rejected 422 with pod updates may not change fields other than", Ref: ref("32", "§2.6")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					// Gated, so the scheduler never acts on it: this is an API check only.
 					l.CreatePods(ctx, t, scenarios.Member{Name: "member", Group: "group-a", Gated: true})
 					_, err := l.Client.CoreV1().Pods(l.Name).Patch(ctx, "member", types.MergePatchType,
 						[]byte(`{"spec":{"schedulingGroup":{"podGroupName":"group-b"}}}`), metav1.PatchOptions{})
 					valExpectRejected(t, "schedulingGroup group-a→group-b", err, valInvalid, nil, "pod updates may not change fields other than")
 				}},
-			{A: Assertion{ID: "VAL-21", Statement: "a Pod with podGroupName Bad_Name is rejected 422 with the RFC 1123 subdomain message", Ref: ref("32", "§2.6")},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-21", Statement: "a Pod with podGroupName Bad_Name is rejected 422 with the RFC 1123 subdomain message", Ref: ref("32", "§2.6")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					p := l.Pod(scenarios.Member{Name: "bad-group", Group: "Bad_Name", Gated: true})
 					_, err := l.Client.CoreV1().Pods(l.Name).Create(ctx, p, metav1.CreateOptions{})
 					valExpectRejected(t, "podGroupName Bad_Name", err, valInvalid, func() {
@@ -281,12 +282,12 @@ func validationFeatures() []Feature {
 				}},
 		},
 	}
-	return append([]Feature{createRules, updateRules, workloadRules, podRules}, verbFeatures()...)
+	return append([]framework.Feature{createRules, updateRules, workloadRules, podRules}, verbFeatures()...)
 }
 
 // valCreateWorkload creates a Workload with n basic templates t0…; classes, when given, are the
 // templates' priorityClassNames in order.
-func valCreateWorkload(ctx context.Context, l *Lane, name string, n int, classes []string) (*schedv1beta1.Workload, error) {
+func valCreateWorkload(ctx context.Context, l *framework.Lane, name string, n int, classes []string) (*schedv1beta1.Workload, error) {
 	ts := make([]scenarios.Template, n)
 	for i := range ts {
 		ts[i] = scenarios.Template{Name: fmt.Sprintf("t%d", i)}
@@ -297,7 +298,7 @@ func valCreateWorkload(ctx context.Context, l *Lane, name string, n int, classes
 	return l.Gang.Workloads(l.Name).Create(ctx, scenarios.Workload(l.Name, name, ts...), metav1.CreateOptions{})
 }
 
-func valDeleteWorkload(ctx context.Context, l *Lane, name string) func() {
+func valDeleteWorkload(ctx context.Context, l *framework.Lane, name string) func() {
 	return func() {
 		_ = l.Gang.Workloads(l.Name).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
 	}
@@ -305,7 +306,7 @@ func valDeleteWorkload(ctx context.Context, l *Lane, name string) func() {
 
 // valPatchTemplates replaces a Workload's template list by n basic templates t0… (a merge patch
 // replaces lists whole, so this adds or removes items at the end).
-func valPatchTemplates(ctx context.Context, l *Lane, name string, n int) (*schedv1beta1.Workload, error) {
+func valPatchTemplates(ctx context.Context, l *framework.Lane, name string, n int) (*schedv1beta1.Workload, error) {
 	items := make([]string, n)
 	for i := range items {
 		items[i] = fmt.Sprintf(`{"name":"t%d","schedulingPolicy":{"basic":{}}}`, i)

@@ -3,6 +3,7 @@ package suites
 import (
 	"context"
 	"fmt"
+	"github.com/gangbench/gangbench/suites/framework"
 	"testing"
 	"time"
 
@@ -21,21 +22,21 @@ import (
 
 const verbLabel = "gangbench.dev/verbs"
 
-func verbFeatures() []Feature {
+func verbFeatures() []framework.Feature {
 	const suite = "validation"
-	lane := LaneSpec{Nodes: 1, GPUsPerNode: 8}
+	lane := framework.LaneSpec{Nodes: 1, GPUsPerNode: 8}
 	ref := "gang-semantics §1.3 (the API and its subresources); upstream test/e2e/scheduling/workload.go"
-	native := func(t *testing.T, l *Lane) {
+	native := func(t *testing.T, l *framework.Lane) {
 		t.Helper()
 		if !l.Gang.API().Native() {
 			t.Skipf("exercises %s; this cluster serves %s", "scheduling.k8s.io/v1beta1", l.Gang.API())
 		}
 	}
-	return []Feature{{
+	return []framework.Feature{{
 		Suite: suite, Name: "podgroups: every verb", Lane: lane,
-		Steps: []Step{
-			{A: Assertion{ID: "VAL-22", Statement: "podgroups answer create, get, list, update, patch, delete and watch, and the watch sees ADDED, MODIFIED and DELETED for them", Ref: ref},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "VAL-22", Statement: "podgroups answer create, get, list, update, patch, delete and watch, and the watch sees ADDED, MODIFIED and DELETED for them", Ref: ref},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					native(t, l)
 					api := l.Client.SchedulingV1beta1().PodGroups(l.Name)
 					w, err := api.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=crud"})
@@ -67,7 +68,7 @@ func verbFeatures() []Feature {
 					}
 					// No members, so the protection finalizer lets it go at once.
 					seen := map[watch.EventType]bool{}
-					wctx, cancel := context.WithTimeout(ctx, l.env.d(30*time.Second))
+					wctx, cancel := context.WithTimeout(ctx, l.Env.Scaled(30*time.Second))
 					defer cancel()
 					for !seen[watch.Added] || !seen[watch.Modified] || !seen[watch.Deleted] {
 						select {
@@ -81,8 +82,8 @@ func verbFeatures() []Feature {
 						}
 					}
 				}},
-			{A: Assertion{ID: "VAL-23", Statement: "deletecollection with a label selector removes exactly the PodGroups it selects", Ref: ref},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-23", Statement: "deletecollection with a label selector removes exactly the PodGroups it selects", Ref: ref},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					native(t, l)
 					api := l.Client.SchedulingV1beta1().PodGroups(l.Name)
 					for i, v := range []string{"a", "a", "b"} {
@@ -94,7 +95,7 @@ func verbFeatures() []Feature {
 					if err := api.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: verbLabel + "=a"}); err != nil {
 						t.Fatalf("deletecollection: %v", err)
 					}
-					Eventually(ctx, t, l.env.d(30*time.Second), "coll-0 and coll-1 gone, coll-2 kept", func(ctx context.Context) (bool, string, error) {
+					framework.Eventually(ctx, t, l.Env.Scaled(30*time.Second), "coll-0 and coll-1 gone, coll-2 kept", func(ctx context.Context) (bool, string, error) {
 						list, err := api.List(ctx, metav1.ListOptions{LabelSelector: verbLabel})
 						if err != nil {
 							return false, "", err
@@ -106,8 +107,8 @@ func verbFeatures() []Feature {
 						return len(left) == 1 && left[0] == "coll-2", fmt.Sprintf("left: %v", left), nil
 					})
 				}},
-			{A: Assertion{ID: "VAL-24", Statement: "a client can write podgroups/status: its condition reads back, and a spec change sent with it is not applied", Ref: ref + "; §4 (external clients can overwrite the condition through /status)"},
-				Fn: func(ctx context.Context, t *testing.T, l *Lane) {
+			{A: framework.Assertion{ID: "VAL-24", Statement: "a client can write podgroups/status: its condition reads back, and a spec change sent with it is not applied", Ref: ref + "; §4 (external clients can overwrite the condition through /status)"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					native(t, l)
 					api := l.Client.SchedulingV1beta1().PodGroups(l.Name)
 					pg, err := api.Create(ctx, scenarios.PodGroup(l.Name, scenarios.Group{Name: "status-writer", MinCount: 3}), metav1.CreateOptions{})

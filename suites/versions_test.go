@@ -1,6 +1,7 @@
 package suites
 
 import (
+	"github.com/gangbench/gangbench/suites/framework"
 	"strings"
 	"testing"
 
@@ -10,7 +11,7 @@ import (
 
 func TestVersionDifferencesNameRealAssertions(t *testing.T) {
 	known := map[string]bool{}
-	for _, a := range Catalogue(All()) {
+	for _, a := range framework.Catalogue(All()) {
 		known[a.ID] = true
 	}
 	seen := map[string]bool{}

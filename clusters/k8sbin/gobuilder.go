@@ -325,7 +325,11 @@ func (g *GoBuilder) buildKubernetesBinaries(ctx context.Context, t Target, work,
 	}
 	progress(sources, true)
 
-	ld := kubeLDFlags(version)
+	stamp := version
+	if t.Patch != nil && t.Patch.Stamp != "" {
+		stamp = t.Patch.Stamp
+	}
+	ld := kubeLDFlags(stamp)
 	build := []string{"build", "-trimpath", "-ldflags", ld}
 	// One go build per binary so progress is per component; the shared
 	// packages are compiled once and then come from the build cache.

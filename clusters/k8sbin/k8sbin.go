@@ -191,6 +191,8 @@ func validateVersion(what, v string) error {
 // splitVersion returns major, minor, patch and the pre-release suffix
 // (including its leading '-') of a version that passed validateVersion.
 func splitVersion(v string) (major, minor, patch, pre string) {
+	// Build metadata ("+0123abcd", as git describe stamps a fork) says nothing of the release.
+	v, _, _ = strings.Cut(v, "+")
 	m := versionRE.FindStringSubmatch(v)
 	if m == nil {
 		return "", "", "", ""

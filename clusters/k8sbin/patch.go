@@ -27,6 +27,11 @@ type Patch struct {
 	// Binary is the k8s.io/kubernetes/cmd/<Binary> to build: kube-scheduler or kube-apiserver.
 	Binary string `json:"binary"`
 	Edits  []Edit `json:"edits"`
+	// Stamp, when set, is the version the binary reports instead of the one it was built from: what
+	// a fork's build says ("v1.37.2-dirty", "v1.37.3-alpha.0.12+0123abcd"). A stamp without edits
+	// is a control: the pristine code under a fork's version, to prove a result does not hang on
+	// the version string.
+	Stamp string `json:"stamp,omitempty"`
 }
 
 // Edit replaces Old by New in File (relative to the module root). Old must occur exactly once after
@@ -42,10 +47,21 @@ type Edit struct {
 // Digest names the patch's content: 16 hex digits of the SHA-256 of its binary and edits. The name
 // is left out, so renaming a patch does not rebuild it.
 func (p Patch) Digest() string {
-	b, _ := json.Marshal(struct {
-		Binary string
-		Edits  []Edit
-	}{p.Binary, p.Edits}) // cannot fail: only strings
+	// The stamp joins the digest only when set, so the digests (and cached builds) of the patches
+	// that have none stay what they were.
+	var b []byte
+	if p.Stamp == "" {
+		b, _ = json.Marshal(struct {
+			Binary string
+			Edits  []Edit
+		}{p.Binary, p.Edits}) // cannot fail: only strings
+	} else {
+		b, _ = json.Marshal(struct {
+			Binary string
+			Edits  []Edit
+			Stamp  string
+		}{p.Binary, p.Edits, p.Stamp})
+	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
@@ -57,8 +73,13 @@ func (p Patch) Validate() error {
 	default:
 		return fmt.Errorf("patch %s: binary %q: want %s, %s or %s", p.Name, p.Binary, SchedulerBinaryName, APIServerBinary, ControllerManagerBinary)
 	}
-	if len(p.Edits) == 0 {
-		return fmt.Errorf("patch %s: edits: none (a patch that changes nothing proves nothing)", p.Name)
+	if p.Stamp != "" {
+		if major, _, _, _ := splitVersion(p.Stamp); major == "" {
+			return fmt.Errorf("patch %s: stamp %q: not a version (want e.g. v1.37.2-acme.1 or v1.37.3-alpha.0.12+0123abcd)", p.Name, p.Stamp)
+		}
+	}
+	if len(p.Edits) == 0 && p.Stamp == "" {
+		return fmt.Errorf("patch %s: edits: none and no stamp (a patch that changes nothing proves nothing)", p.Name)
 	}
 	for i, e := range p.Edits {
 		switch {

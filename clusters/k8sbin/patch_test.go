@@ -79,9 +79,36 @@ func TestPatchDigestAndValidate(t *testing.T) {
 		{Name: "b", Binary: SchedulerBinaryName, Edits: []Edit{{File: "../a.go", Old: "x", New: "y"}}},
 		{Name: "b", Binary: SchedulerBinaryName, Edits: []Edit{{File: "a.txt", Old: "x", New: "y"}}},
 		{Name: "b", Binary: SchedulerBinaryName, Edits: []Edit{{File: "a.go", Old: "x", New: "x"}}},
+		{Name: "b", Binary: SchedulerBinaryName, Stamp: "1.37"},
 	} {
 		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "patch b") {
 			t.Errorf("%+v: err %v, want one naming the patch", bad, err)
+		}
+	}
+}
+
+// TestPatchStamp: a stamp alone is a valid control build, its digest differs from the pristine
+// patch's, a patch without a stamp keeps the digest it had before stamps existed, and the stamp
+// reaches the version ldflags with its major and minor read past the build metadata.
+func TestPatchStamp(t *testing.T) {
+	control := Patch{Name: "fork", Binary: SchedulerBinaryName, Stamp: "v1.37.3-alpha.0.12+0123abcd"}
+	if err := control.Validate(); err != nil {
+		t.Fatalf("stamp-only control: %v", err)
+	}
+	plain := Patch{Name: "x", Binary: SchedulerBinaryName, Edits: []Edit{{File: "a.go", Old: "<", New: "<="}}}
+	stamped := plain
+	stamped.Stamp = "v1.37.2-dirty"
+	if plain.Digest() == stamped.Digest() {
+		t.Error("a stamped build has the unstamped one's digest: the cache would serve the wrong version")
+	}
+	// The digest of this patch before Stamp existed (cached mutant builds stay valid).
+	if got, want := plain.Digest(), "ff50f20796097948"; got != want {
+		t.Errorf("digest of an unstamped patch %s, want %s (unchanged)", got, want)
+	}
+	ld := kubeLDFlags(control.Stamp)
+	for _, want := range []string{"version.gitVersion=v1.37.3-alpha.0.12+0123abcd", "version.gitMajor=1 ", "version.gitMinor=37 "} {
+		if !strings.Contains(ld, want) {
+			t.Errorf("ldflags %q lack %q", ld, want)
 		}
 	}
 }

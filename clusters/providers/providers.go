@@ -1,7 +1,10 @@
 // Package providers is the program's edge of the clusters packages: the one place that knows every
 // concrete provider. Its New is the request.Factory that cmd/gangbench's main and the suites test
 // binary's TestMain pass down, so perf, suites and lab build clusters without importing a provider
-// and decide on clusters.Capabilities, never on a provider's name.
+// and decide on clusters.Capabilities, never on a provider's name. What else the command line
+// needs of the providers by name is here too, so that it imports none of them either: choosing
+// one (Detect, Choices), where their clusters' state lives (StateDirs), and reaching a cluster
+// through its kubeconfig (CheckSafe, Attach, DeleteManagedObjects).
 package providers
 
 import (
@@ -18,7 +21,48 @@ import (
 )
 
 // Names are the providers a request may name.
-func Names() []string { return []string{local.ProviderName, kind.ProviderName, existing.ProviderName} }
+func Names() []string { return append(Creators(), existing.ProviderName) }
+
+// Creators are the providers that create clusters and keep them on this machine (the existing
+// provider attaches to a kubeconfig's cluster instead). TestCreatorsCreate holds it to
+// Capabilities.Creates.
+func Creators() []string { return []string{local.ProviderName, kind.ProviderName} }
+
+// Auto is the provider name that asks Detect to choose one.
+const Auto = "auto"
+
+// Default is the provider that works on every machine, as it needs no container engine: what
+// Detect falls back to, and what a command that does not detect uses when not told.
+const Default = local.ProviderName
+
+// Choices are what a user may ask a cluster to be created on: a provider that creates clusters, or
+// Auto.
+func Choices() []string { return append(Creators(), Auto) }
+
+// StateDir is the default directory where provider keeps its clusters' state (their kubeconfigs
+// among it), as its constructor uses it when request.Env.StateDir is "".
+func StateDir(provider string) (string, error) {
+	switch provider {
+	case local.ProviderName:
+		return local.DefaultStateDir()
+	case kind.ProviderName:
+		return kind.DefaultStateDir()
+	}
+	return "", fmt.Errorf("provider %q keeps no clusters on this machine (those that do: %s)", provider, strings.Join(Creators(), ", "))
+}
+
+// StateDirs are the default state directories of every provider that keeps clusters here, those
+// that can be found: a provider whose directory cannot be (no home directory) has written no
+// kubeconfig, so leaving it out only makes CheckSafe stricter.
+func StateDirs() []string {
+	var out []string
+	for _, name := range Creators() {
+		if d, err := StateDir(name); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
 
 var _ request.Factory = New
 

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/clusters/kind"
+	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/clusters/request"
 )
 
@@ -74,5 +76,42 @@ func TestCapabilities(t *testing.T) {
 	}
 	if e := caps["existing"]; e.Creates || len(e.ComponentControl) > 0 || e.GPUFaults {
 		t.Errorf("existing: %+v", e)
+	}
+}
+
+// TestCreatorsCreate: Creators, Choices and StateDir list by name what Capabilities.Creates says.
+func TestCreatorsCreate(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv(local.StateDirEnv, state+"/local")
+	t.Setenv(kind.StateDirEnv, state+"/kind")
+	var creators []string
+	for _, name := range Names() {
+		r := request.New(name, clusters.Spec{})
+		r.Kubeconfig = map[bool]string{true: "/kc"}[name == "existing"]
+		p, err := New(r, request.Env{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		_, dirErr := StateDir(name)
+		if c := p.Capabilities().Creates; c {
+			creators = append(creators, name)
+			if dirErr != nil {
+				t.Errorf("%s creates clusters but has no state dir: %v", name, dirErr)
+			}
+		} else if dirErr == nil {
+			t.Errorf("%s creates no clusters but has a state dir", name)
+		}
+	}
+	if got, want := strings.Join(Creators(), ","), strings.Join(creators, ","); got != want {
+		t.Errorf("Creators() = %s, want %s", got, want)
+	}
+	if got := strings.Join(Choices(), ","); got != strings.Join(creators, ",")+","+Auto {
+		t.Errorf("Choices() = %s", got)
+	}
+	if got := strings.Join(StateDirs(), ","); got != state+"/local,"+state+"/kind" {
+		t.Errorf("StateDirs() = %s", got)
+	}
+	if !strings.Contains(strings.Join(creators, ","), Default) {
+		t.Errorf("Default %s does not create clusters", Default)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,13 +20,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/gangbench/gangbench/clusters"
-	"github.com/gangbench/gangbench/clusters/existing"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
-	"github.com/gangbench/gangbench/clusters/kind"
-	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/clusters/providers"
 	"github.com/gangbench/gangbench/clusters/request"
 	"github.com/gangbench/gangbench/fakegpu"
 )
@@ -81,45 +79,23 @@ func (f *clusterFlags) register(cmd *cobra.Command, g *globalOpts, defaultNodes 
 	fs.IntVar(&f.kwokNodes, "kwok-nodes", 0, "kind: kwok-simulated GPU nodes next to the workers, for scale")
 }
 
-// defaultProvider is what `cluster create` uses without --provider: the docker-free one, which works
-// everywhere. e2e and perf default to auto.
-const defaultProvider = "local"
+// defaultProvider is what `cluster create` uses without --provider: the one that works everywhere.
+// e2e and perf default to auto.
+const defaultProvider = providers.Default
 
-// resolveProvider turns "auto" into kind or local by asking the container engines.
+// resolveProvider turns auto into a provider by asking the machine (providers.Detect), and says on
+// stderr which it chose and why.
 func (f *clusterFlags) resolveProvider(ctx context.Context, stderr io.Writer) string {
-	if f.provider != "auto" {
+	if f.provider != providers.Auto {
 		return f.provider
 	}
-	engine, err := kind.DetectEngine(ctx, f.engine)
-	if err != nil {
-		fmt.Fprintln(stderr, "provider auto: no container engine answers, using local")
-		return local.ProviderName
+	c := providers.Detect(ctx, providers.DetectOptions{Engine: f.engine, KubernetesVersion: f.k8sVersion, CacheDir: f.cacheDir, NodeImage: f.nodeImage})
+	if c.Blocked {
+		fmt.Fprintf(stderr, "provider auto: %s\nprovider auto: using %s (`gangbench doctor` lists what is missing)\n", c.Reason, c.Provider)
+	} else {
+		fmt.Fprintf(stderr, "provider auto: %s, using %s\n", c.Reason, c.Provider)
 	}
-	// An engine that answers may still refuse what kind nodes need: ask it with a throwaway
-	// container (seconds) rather than let kind time out.
-	pr := kind.ProbeEngine(ctx, kind.ExecRunner, engine, "")
-	if !pr.Usable() {
-		fmt.Fprintf(stderr, "provider auto: %s answers but cannot run kind nodes (%v), using local\n", engine, pr.Err)
-		return local.ProviderName
-	}
-	// Nor is an engine enough on a fresh machine: without a cached node image kind builds one here,
-	// and a machine that cannot (no libseccomp, no debootstrap, not root) would fail only after the
-	// binaries' half hour.
-	o := kind.NodeImageOptions{KubernetesVersion: f.k8sVersion, Engine: engine, Bins: k8sbin.Options{CacheDir: f.cacheDir}}
-	if missing := kind.Blockers(ctx, kind.ThisHost(), o, f.nodeImage); len(missing) > 0 {
-		err := &kind.PrerequisiteError{What: engine + " answers, but kind cannot work here", Missing: missing}
-		fmt.Fprintf(stderr, "provider auto: %v\nprovider auto: using local (`gangbench doctor` lists what kind needs)\n", err)
-		return local.ProviderName
-	}
-	switch {
-	case pr.Privileged:
-		fmt.Fprintf(stderr, "provider auto: %s answers and runs privileged containers, using kind\n", engine)
-	case pr.Err == nil:
-		fmt.Fprintf(stderr, "provider auto: %s answers and runs kind nodes with every capability it grants (it refuses --privileged), using kind\n", engine)
-	default:
-		fmt.Fprintf(stderr, "provider auto: %s answers (privileges unchecked: %v), using kind\n", engine, pr.Err)
-	}
-	return kind.ProviderName
+	return c.Provider
 }
 
 // request resolves the flags into the cluster request for provider (local or kind, already
@@ -135,6 +111,11 @@ func (f *clusterFlags) request(provider string) (request.Request, error) {
 // requestShaped is request with the flags' shape adjusted first, for the run's needs (the suites'
 // lanes, upstream's two nodes).
 func (f *clusterFlags) requestShaped(provider string, adjust func(*request.FlagShape, clusters.Capabilities)) (request.Request, error) {
+	// The flags first: a --provider that names no provider is refused in the flag's words.
+	spec, err := f.spec()
+	if err != nil {
+		return request.Request{}, err
+	}
 	p, err := providerOf(f.newProvider, request.New(provider, clusters.Spec{}), request.Env{})
 	if err != nil {
 		return request.Request{}, usageError{err}
@@ -153,14 +134,13 @@ func (f *clusterFlags) requestShaped(provider string, adjust func(*request.FlagS
 	}
 	if len(given) > 0 {
 		how := "add --provider kind"
-		if f.provider == "auto" {
+		if f.provider == providers.Auto {
 			how = "provider auto chose " + caps.Provider + "; add --provider kind to insist"
 		}
+		if f.schedulerImage != "" {
+			how += "; --scheduler-binary works with every provider"
+		}
 		return request.Request{}, usageError{fmt.Errorf("%s: kind options, but the cluster is %s (%s)", strings.Join(given, ", "), caps.Provider, how)}
-	}
-	spec, err := f.spec()
-	if err != nil {
-		return request.Request{}, err
 	}
 	r := request.New(provider, spec)
 	r.Spec.SchedulerBinary = absOrEmpty(spec.SchedulerBinary)
@@ -262,13 +242,10 @@ func parseGates(flag string, vals []string) (map[string]bool, error) {
 }
 
 func (f *clusterFlags) spec() (clusters.Spec, error) {
-	switch f.provider {
-	case local.ProviderName, kind.ProviderName, "auto":
-	default:
-		return clusters.Spec{}, usageError{fmt.Errorf("--provider %q: accepted local, kind, auto", f.provider)}
-	}
-	if f.provider == local.ProviderName && (f.schedulerImage != "" || f.workers != 0 || f.kwokNodes != 0 || f.nodeImage != "") {
-		return clusters.Spec{}, usageError{fmt.Errorf("--scheduler-image, --workers, --kwok-nodes and --node-image are kind options; add --provider kind (--scheduler-binary works with both providers)")}
+	// Only the name is checked here: which options (images, workers) a provider takes is a question
+	// of its capabilities, asked once auto is resolved (requestShaped).
+	if !slices.Contains(providers.Choices(), f.provider) {
+		return clusters.Spec{}, usageError{fmt.Errorf("--provider %q: accepted %s", f.provider, strings.Join(providers.Choices(), ", "))}
 	}
 	if f.schedulerImage != "" && f.schedulerBin != "" {
 		return clusters.Spec{}, usageError{fmt.Errorf("--scheduler-image %s and --scheduler-binary %s both give the scheduler under test; give one", f.schedulerImage, f.schedulerBin)}
@@ -437,7 +414,8 @@ func createDetached(ctx context.Context, g *globalOpts, req request.Request, std
 	if _, err := k8sbin.Ensure(ctx, spec.KubernetesVersion, req.Binaries(stderr)); err != nil {
 		return nil, err
 	}
-	stateDir, err := local.DefaultStateDir()
+	// The holder's log goes beside the cluster's state, where the provider keeps it.
+	stateDir, err := providers.StateDir(req.Provider)
 	if err != nil {
 		return nil, err
 	}
@@ -591,7 +569,7 @@ func printClusterReady(w io.Writer, cl *clusters.Cluster) {
 func newClusterDeleteCmd(g *globalOpts, stdout io.Writer) *cobra.Command {
 	var name, kubeconfig string
 	var all bool
-	var safety existing.SafetyOptions
+	var safety providers.SafetyOptions
 	cmd := &cobra.Command{
 		Use:   "delete [NAME]",
 		Short: "Stop a cluster and remove everything it left on this machine",
@@ -658,22 +636,15 @@ gangbench.dev/managed=true. Nothing else is touched.`,
 
 // deleteManagedObjects removes what gangbench created in a cluster it does not own, after the same
 // safety checks as a run against that cluster.
-func deleteManagedObjects(ctx context.Context, kubeconfig string, safety existing.SafetyOptions, stdout io.Writer) error {
+func deleteManagedObjects(ctx context.Context, kubeconfig string, safety providers.SafetyOptions, stdout io.Writer) error {
 	if err := checkKubeconfig(kubeconfig, safety); err != nil {
 		return err
 	}
-	cl, _, err := existing.Open(ctx, kubeconfig, "")
+	name, err := providers.DeleteManagedObjects(ctx, kubeconfig)
 	if err != nil {
 		return err
 	}
-	cs, err := kubernetes.NewForConfig(cl.RESTConfig)
-	if err != nil {
-		return err
-	}
-	if err := existing.DeleteManaged(ctx, cs); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "deleted the objects labelled %s=true from %s\n", existing.ManagedLabel, cl.Name)
+	fmt.Fprintf(stdout, "deleted the objects labelled %s=true from %s\n", providers.ManagedLabel, name)
 	return nil
 }
 

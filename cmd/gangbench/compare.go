@@ -156,7 +156,7 @@ func (f *compareFlags) sideFlags(s *compareSide) clusterFlags {
 // conformanceFlags are the e2e flags of one side's conformance run.
 func (f *compareFlags) conformanceFlags(s *compareSide) e2eFlags {
 	cf := f.sideFlags(s)
-	// Suites bring their own lane nodes (suites.ClusterRequest); --nodes sizes the perf clusters.
+	// Suites bring their own lane nodes (framework.ClusterRequest); --nodes sizes the perf clusters.
 	cf.nodes = 0
 	return e2eFlags{cluster: cf, suites: f.suites, scale: 1, deadline: time.Hour}
 }

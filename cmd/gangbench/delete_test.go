@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gangbench/gangbench/clusters"
-	"github.com/gangbench/gangbench/clusters/existing"
 	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/clusters/providers"
 	"github.com/gangbench/gangbench/fakegpu"
 )
 
@@ -38,7 +38,7 @@ func TestIntegrationDeleteManaged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, labels := range map[string]map[string]string{"ours": {existing.ManagedLabel: "true"}, "theirs": nil} {
+	for name, labels := range map[string]map[string]string{"ours": {providers.ManagedLabel: "true"}, "theirs": nil} {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func TestIntegrationDeleteManaged(t *testing.T) {
 	}
 	for _, n := range nodes.Items {
 		if n.DeletionTimestamp == nil {
-			t.Errorf("node %s (labelled %v) not deleted", n.Name, n.Labels[existing.ManagedLabel])
+			t.Errorf("node %s (labelled %v) not deleted", n.Name, n.Labels[providers.ManagedLabel])
 		}
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/gangbench/gangbench/results"
-	"github.com/gangbench/gangbench/suites"
+	"github.com/gangbench/gangbench/suites/framework"
 )
 
 // harnessCaseID is the case runSuites adds when the suite binary failed outside any assertion.
@@ -39,7 +39,7 @@ func noneRan(cases []results.Case) (*results.Case, int) {
 		switch {
 		case c.ID == harnessCaseID:
 			harness = &cases[i]
-		case c.Verdict == results.Skip && strings.HasPrefix(c.Message, suites.NotReported):
+		case c.Verdict == results.Skip && strings.HasPrefix(c.Message, framework.NotReported):
 			n++
 		default:
 			return nil, 0

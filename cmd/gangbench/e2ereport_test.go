@@ -7,6 +7,7 @@ import (
 
 	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/suites"
+	"github.com/gangbench/gangbench/suites/framework"
 )
 
 // issue31Log is the end of a suites.log whose binary failed while building the kind node image:
@@ -24,8 +25,8 @@ const issue31Log = `{"Time":"2026-12-06T10:00:00Z","Action":"start","Package":"g
 // noneRanRun is the run runSuites records when the suite binary fails before any assertion.
 func noneRanRun(t *testing.T) (*results.Run, int) {
 	t.Helper()
-	cat := suites.Catalogue(suites.All())
-	coll := suites.NewCollector(cat, nil)
+	cat := framework.Catalogue(suites.All())
+	coll := framework.NewCollector(cat, nil)
 	for _, l := range strings.Split(issue31Log, "\n") {
 		coll.Line([]byte(l))
 	}
@@ -69,7 +70,7 @@ func TestE2EReportListsEveryAssertionOnceOneRan(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The full report: a line (and a detail line) per assertion that did not run.
-	if c := strings.Count(b.String(), suites.NotReported); c != n-1 {
+	if c := strings.Count(b.String(), framework.NotReported); c != n-1 {
 		t.Errorf("%d not-run lines, want %d", c, n-1)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -64,5 +65,23 @@ func TestImportLayout(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNoConcreteProvider keeps perf, suites and lab off the concrete providers, transitively: they
+// get clusters from request.Factory (clusters/providers, wired in by main and the suites' TestMain)
+// and ask Capabilities what a cluster can do, so a new provider changes none of them.
+func TestNoConcreteProvider(t *testing.T) {
+	const mod = "github.com/gangbench/gangbench/"
+	out, err := exec.Command("go", "list", "-deps", mod+"suites", mod+"suites/framework", mod+"perf/...", mod+"lab/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		for _, concrete := range []string{"clusters/kind", "clusters/local", "clusters/existing", "clusters/providers"} {
+			if p == mod+concrete || strings.HasPrefix(p, mod+concrete+"/") {
+				t.Errorf("perf, suites or lab depend on %s: build clusters through request.Factory instead", p)
+			}
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gangbench/gangbench/suites"
+	"github.com/gangbench/gangbench/suites/framework"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/assertions.md")
@@ -17,7 +18,7 @@ var update = flag.Bool("update", false, "rewrite docs/assertions.md")
 // in the suites, and the doc must not drift from them.
 func TestAssertionDocUpToDate(t *testing.T) {
 	var b bytes.Buffer
-	if err := writeAssertionDoc(&b, suites.Catalogue(suites.All())); err != nil {
+	if err := writeAssertionDoc(&b, framework.Catalogue(suites.All())); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join("..", "..", "docs", "assertions.md")
@@ -38,7 +39,7 @@ func TestAssertionDocUpToDate(t *testing.T) {
 // TestAssertionIDsUnique guards the property results and docs rely on.
 func TestAssertionIDsUnique(t *testing.T) {
 	seen := map[string]string{}
-	for _, a := range suites.Catalogue(suites.All()) {
+	for _, a := range framework.Catalogue(suites.All()) {
 		if prev, ok := seen[a.ID]; ok {
 			t.Errorf("assertion ID %s used twice: %q and %q", a.ID, prev, a.Statement)
 		}

@@ -17,9 +17,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gangbench/gangbench/clusters"
-	"github.com/gangbench/gangbench/clusters/existing"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
-	"github.com/gangbench/gangbench/clusters/local"
+	"github.com/gangbench/gangbench/clusters/providers"
 	"github.com/gangbench/gangbench/clusters/request"
 	"github.com/gangbench/gangbench/observe/speedprobe"
 	"github.com/gangbench/gangbench/perf"
@@ -48,7 +47,7 @@ type perfRunFlags struct {
 	quietWait  time.Duration
 	deadline   time.Duration
 	faults     []string
-	safety     existing.SafetyOptions
+	safety     providers.SafetyOptions
 	reference  bool
 	profile    string
 	cpuProfile time.Duration
@@ -532,29 +531,18 @@ func ensureBinaries(ctx context.Context, caps clusters.Capabilities, req request
 	return nil
 }
 
-// existingSource opens --kubeconfig. When it is the kubeconfig of a local gangbench cluster, the
-// local handle is used instead: it knows where the scheduler's /metrics is.
+// existingSource opens --kubeconfig (providers.Attach). When it is the kubeconfig of a cluster
+// gangbench created and left running, its provider's handle is used: it knows where the
+// scheduler's /metrics is.
 func existingSource(ctx context.Context, kubeconfig string) (*perf.ExistingSource, error) {
-	abs, _ := filepath.Abs(kubeconfig)
-	if p, err := local.New(); err == nil {
-		if infos, err := p.List(ctx); err == nil {
-			for _, i := range infos {
-				cl, err := p.Get(ctx, i.Name)
-				if err != nil || cl.KubeconfigPath != abs {
-					continue
-				}
-				return &perf.ExistingSource{Cluster: cl}, nil
-			}
-		}
-	}
-	cl, info, err := existing.Open(ctx, kubeconfig, "")
+	a, err := providers.Attach(ctx, kubeconfig)
 	if err != nil {
 		return nil, err
 	}
-	if !info.GangAPIServed {
-		return nil, fmt.Errorf("cluster %s: %s", cl.Name, info.Missing)
+	if a.GangAPIMissing != "" {
+		return nil, fmt.Errorf("cluster %s: %s", a.Cluster.Name, a.GangAPIMissing)
 	}
-	return &perf.ExistingSource{Cluster: cl}, nil
+	return &perf.ExistingSource{Cluster: a.Cluster}, nil
 }
 
 func newPerfReportCmd(stdout io.Writer) *cobra.Command {

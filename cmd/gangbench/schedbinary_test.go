@@ -11,6 +11,7 @@ import (
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/clusters/kind/schedimage/schedimagetest"
+	"github.com/gangbench/gangbench/clusters/providers"
 )
 
 func kindFlags(bin, image string) clusterFlags {
@@ -43,10 +44,15 @@ func TestSchedulerBinaryReachesKind(t *testing.T) {
 		t.Errorf("image and binary: %v, want a usage error naming both", err)
 	}
 
+	// Whether a provider takes images is its capability, asked once the provider is resolved.
 	f = kindFlags("", "example.com/kube-scheduler:gang")
-	f.provider = "local"
-	if _, err := f.spec(); err == nil || !strings.Contains(err.Error(), "--scheduler-binary works with both providers") {
+	f.provider, f.newProvider = "local", providers.New
+	if _, err := f.request("local"); !errors.As(err, &ue) || !strings.Contains(err.Error(), "--scheduler-binary works with every provider") {
 		t.Errorf("--scheduler-image on local: %v", err)
+	}
+	f.provider = "docker"
+	if _, err := f.spec(); !errors.As(err, &ue) || !strings.Contains(err.Error(), `--provider "docker": accepted local, kind, auto`) {
+		t.Errorf("--provider docker: %v", err)
 	}
 }
 

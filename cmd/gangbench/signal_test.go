@@ -25,6 +25,7 @@ import (
 	"github.com/gangbench/gangbench/perf/loadgen"
 	"github.com/gangbench/gangbench/results"
 	"github.com/gangbench/gangbench/suites"
+	"github.com/gangbench/gangbench/suites/framework"
 )
 
 // The signal tests run the real gangbench binary, interrupt it at one phase of its work, and check
@@ -456,7 +457,7 @@ func TestSignalTeardown(t *testing.T) {
 		r.assertNothingLeft(time.Minute)
 		run := r.assertInterruptedRecord()
 		all := 0
-		for _, a := range suites.Catalogue(suites.All()) {
+		for _, a := range framework.Catalogue(suites.All()) {
 			if a.Suite == "barriers" {
 				all++
 			}

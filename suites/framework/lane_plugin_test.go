@@ -1,4 +1,4 @@
-package suites
+package framework
 
 import (
 	"context"
@@ -79,7 +79,7 @@ func TestBorrowPluginNodes(t *testing.T) {
 		t.Errorf("4 wanted: %q", r)
 	}
 
-	l := &Lane{env: e, Name: "gb-faults-1", Client: cs}
+	l := &Lane{Env: e, Name: "gb-faults-1", Client: cs}
 	if ok, err := e.borrowPluginNodes(ctx, l, 3); !ok || err == nil || !strings.Contains(err.Error(), "2 of 3 are free") || !strings.Contains(err.Error(), "c-worker2 by other") {
 		t.Fatalf("3 nodes of which one is held: %v %v", ok, err)
 	}
@@ -124,7 +124,7 @@ func TestBorrowPluginNodes(t *testing.T) {
 	// Without device plugin nodes the lane is not borrowed (it gets kwok nodes), and kubelet
 	// features say why they skip.
 	local := &Env{Cluster: &clusters.Cluster{Provider: "local", GPUs: &fakeGPUs{}}, Client: cs, Scale: 1}
-	if ok, err := local.borrowPluginNodes(ctx, &Lane{env: local, Name: "gb-x", Client: cs}, 2); ok || err != nil {
+	if ok, err := local.borrowPluginNodes(ctx, &Lane{Env: local, Name: "gb-x", Client: cs}, 2); ok || err != nil {
 		t.Errorf("local: borrowed %v %v", ok, err)
 	}
 	if r := local.noKubelets(ctx, 1); !strings.Contains(r, "local provider's nodes are simulated by kwok, which has no kubelet to restart") {

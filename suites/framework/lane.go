@@ -1,4 +1,4 @@
-package suites
+package framework
 
 import (
 	"context"
@@ -30,7 +30,7 @@ const LaneLabel = "gangbench.dev/lane"
 
 // Lane is a namespace plus simulated nodes that only its pods tolerate.
 type Lane struct {
-	env    *Env
+	Env    *Env
 	Name   string // also the namespace
 	Nodes  []string
 	GPUs   int // per node
@@ -61,12 +61,12 @@ func (e *Env) NewLane(ctx context.Context, prefix string, spec LaneSpec) (*Lane,
 	if len(name) > 50 {
 		name = name[:50]
 	}
-	l := &Lane{env: e, Name: name, GPUs: spec.GPUsPerNode, Client: e.Client, Gang: e.Gang, createdAt: time.Now()}
+	l := &Lane{Env: e, Name: name, GPUs: spec.GPUsPerNode, Client: e.Client, Gang: e.Gang, createdAt: time.Now()}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{scenarios.ManagedLabel: "true", LaneLabel: name}}}
 	if _, err := e.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("lane %s: create namespace: %w", name, err)
 	}
-	if err := clusters.WaitDefaultServiceAccount(ctx, e.Client, name, e.d(60*time.Second)); err != nil {
+	if err := clusters.WaitDefaultServiceAccount(ctx, e.Client, name, e.Scaled(60*time.Second)); err != nil {
 		return l, fmt.Errorf("lane %s: %w", name, err)
 	}
 	if spec.PluginNodes {
@@ -83,12 +83,12 @@ func (e *Env) NewLane(ctx context.Context, prefix string, spec LaneSpec) (*Lane,
 	if err := kwok.CreateNodes(ctx, e.Client, l.Nodes, inv, opts, 8); err != nil {
 		return l, fmt.Errorf("lane %s: create nodes: %w", name, err)
 	}
-	if err := kwok.WaitNodesReady(ctx, e.Client, LaneLabel+"="+name, spec.Nodes, e.d(60*time.Second)); err != nil {
+	if err := kwok.WaitNodesReady(ctx, e.Client, LaneLabel+"="+name, spec.Nodes, e.Scaled(60*time.Second)); err != nil {
 		return l, fmt.Errorf("lane %s: %w (lanes need a kwok controller managing nodes annotated kwok.x-k8s.io/node=fake)", name, err)
 	}
 	// Ready is not enough: a new node keeps the not-ready taint until the node lifecycle controller
 	// re-evaluates it, and a pod scheduled in between fails with "untolerated taint".
-	if err := kwok.WaitSchedulable(ctx, e.Client, LaneLabel+"="+name, spec.Nodes, e.d(60*time.Second), 5*time.Second, nil, LaneLabel); err != nil {
+	if err := kwok.WaitSchedulable(ctx, e.Client, LaneLabel+"="+name, spec.Nodes, e.Scaled(60*time.Second), 5*time.Second, nil, LaneLabel); err != nil {
 		return l, fmt.Errorf("lane %s: %w", name, err)
 	}
 	return l, nil
@@ -120,7 +120,7 @@ func (l *Lane) Delete(ctx context.Context) error {
 // Pod builds a member pinned to this lane's nodes.
 func (l *Lane) Pod(m scenarios.Member) *corev1.Pod {
 	if m.SchedulerName == "" {
-		m.SchedulerName = l.env.SchedulerName
+		m.SchedulerName = l.Env.SchedulerName
 	}
 	p := scenarios.Pod(l.Name, m)
 	p.Spec.NodeSelector = map[string]string{LaneLabel: l.Name}
@@ -202,7 +202,7 @@ func (l *Lane) PriorityClass(ctx context.Context, t testing.TB, suffix string, v
 		}
 	})
 	probe := l.Pod(scenarios.Member{Name: "class-probe", PriorityClassName: name, Gated: true})
-	Eventually(ctx, t, l.env.d(30*time.Second), "Priority admission to know PriorityClass "+name, func(ctx context.Context) (bool, string, error) {
+	Eventually(ctx, t, l.Env.Scaled(30*time.Second), "Priority admission to know PriorityClass "+name, func(ctx context.Context) (bool, string, error) {
 		_, err := l.Client.CoreV1().Pods(l.Name).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return false, err.Error(), nil
@@ -223,7 +223,7 @@ func (l *Lane) Canary(ctx context.Context, t testing.TB) {
 	if _, err := l.Client.CoreV1().Pods(l.Name).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create canary: %v", err)
 	}
-	Eventually(ctx, t, l.env.d(30*time.Second), "canary pod "+name+" bound (the scheduler is alive)", func(ctx context.Context) (bool, string, error) {
+	Eventually(ctx, t, l.Env.Scaled(30*time.Second), "canary pod "+name+" bound (the scheduler is alive)", func(ctx context.Context) (bool, string, error) {
 		got, err := l.Client.CoreV1().Pods(l.Name).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, "", err

@@ -1,4 +1,4 @@
-package suites
+package framework
 
 import (
 	"context"
@@ -82,7 +82,7 @@ func (e *Env) borrowPluginNodes(ctx context.Context, l *Lane, n int) (bool, erro
 		// Recorded as soon as it is labelled, so Delete gives back what was taken even on failure.
 		l.Nodes = append(l.Nodes, name)
 	}
-	err = Poll(ctx, e.d(2*time.Minute), fmt.Sprintf("lane nodes %v Ready, schedulable, with all their GPUs", l.Nodes), func(ctx context.Context) (bool, string, error) {
+	err = Poll(ctx, e.Scaled(2*time.Minute), fmt.Sprintf("lane nodes %v Ready, schedulable, with all their GPUs", l.Nodes), func(ctx context.Context) (bool, string, error) {
 		var states []string
 		ok, gpus := true, 0
 		for _, name := range l.Nodes {
@@ -124,7 +124,7 @@ func labelNode(ctx context.Context, l *Lane, node string, value *string) error {
 // removes the lane label. It returns the errors as text, for Delete.
 func (l *Lane) giveBack(ctx context.Context, node string) []string {
 	var errs []string
-	if g := l.env.Cluster.GPUs; g != nil {
+	if g := l.Env.Cluster.GPUs; g != nil {
 		if err := g.SetUnhealthyGPUs(ctx, node, 0); err != nil {
 			errs = append(errs, fmt.Sprintf("heal the GPUs of %s: %v", node, err))
 		}
@@ -144,7 +144,7 @@ func (l *Lane) PinnedPod(m scenarios.Member, node string) *corev1.Pod {
 }
 
 // nodesOf returns the node each named pod is bound to ("" when not bound or missing).
-func nodesOf(pods []corev1.Pod, names []string) map[string]string {
+func NodesOf(pods []corev1.Pod, names []string) map[string]string {
 	out := map[string]string{}
 	for _, n := range names {
 		if i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Name == n }); i >= 0 {

@@ -1,4 +1,4 @@
-package suites
+package framework
 
 import (
 	"context"
@@ -325,29 +325,22 @@ func (h *Harness) Collect(ctx context.Context, lane *Lane, dir string) error {
 	return errors.Join(errs...)
 }
 
-// SuiteNames lists the suites in run order.
-func SuiteNames() []string {
-	return []string{"experiments", "barriers", "mincount", "preemption", "status", "validation", "observability", "faults"}
-}
-
-// TestFunc is the Go test that runs a suite (suites/conformance_test.go), for -test.run filters.
-func TestFunc(suite string) string {
-	return map[string]string{
-		"experiments": "TestExperiments", "barriers": "TestBarriers", "mincount": "TestMinCount",
-		"preemption": "TestPreemption", "status": "TestStatus", "validation": "TestValidation",
-		"observability": "TestObservability", "faults": "TestFaults",
-	}[suite]
-}
-
 // Select returns the features of the named suites (all when names is empty); unknown names are an
 // error listing the accepted ones.
 func Select(all []Feature, names []string) ([]Feature, error) {
 	if len(names) == 0 {
 		return all, nil
 	}
+	// The accepted names are the suites the features belong to, so a new suite needs no list here.
+	var accepted []string
+	for _, f := range all {
+		if !slices.Contains(accepted, f.Suite) {
+			accepted = append(accepted, f.Suite)
+		}
+	}
 	for _, n := range names {
-		if !slices.Contains(SuiteNames(), n) {
-			return nil, fmt.Errorf("unknown suite %q (accepted: %s)", n, strings.Join(SuiteNames(), ", "))
+		if !slices.Contains(accepted, n) {
+			return nil, fmt.Errorf("unknown suite %q (accepted: %s)", n, strings.Join(accepted, ", "))
 		}
 	}
 	var out []Feature

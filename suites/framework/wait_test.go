@@ -1,4 +1,4 @@
-package suites
+package framework
 
 import (
 	"strings"
@@ -52,7 +52,7 @@ func TestCannotBind(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			why := l.cannotBind(tt.pods, tt.unbound)
+			why := l.CannotBind(tt.pods, tt.unbound)
 			if (why != "") != tt.hopeless {
 				t.Errorf("cannotBind = %q, want hopeless %v", why, tt.hopeless)
 			}
@@ -64,15 +64,15 @@ func TestCannotBind(t *testing.T) {
 }
 
 func TestCertaintyHeld(t *testing.T) {
-	var c certainty
-	if c.held("no room") {
+	var c Certainty
+	if c.Held("no room") {
 		t.Fatal("a reason seen once is not yet certain")
 	}
 	c.since = time.Now().Add(-certainFor)
-	if !c.held("no room") {
+	if !c.Held("no room") {
 		t.Fatal("a reason held for certainFor is certain")
 	}
-	if c.held("") || !c.since.IsZero() {
+	if c.Held("") || !c.since.IsZero() {
 		t.Fatal("a poll that can still succeed resets the clock")
 	}
 }

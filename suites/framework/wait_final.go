@@ -1,4 +1,4 @@
-package suites
+package framework
 
 import (
 	"context"
@@ -51,7 +51,7 @@ func readLaneState(pods []corev1.Pod, events []corev1.Event, scheduler string) l
 	for i := range pods {
 		p := &pods[i]
 		s := StateOf(p)
-		reason := podScheduledReason(p)
+		reason := PodScheduledReason(p)
 		fmt.Fprintf(&print, "%s=%s/%s@%s~%s;", p.Name, s, reason, p.Spec.NodeName, p.Status.NominatedNodeName)
 		counts[s]++
 		switch {
@@ -123,7 +123,7 @@ func (l *Lane) laneSettled(ctx context.Context, s *settle, extra string) (bool, 
 	if err != nil {
 		return false, err
 	}
-	return s.observe(now, readLaneState(pods, evs, l.env.SchedulerName), extra, l.env.d(settleFor)), nil
+	return s.observe(now, readLaneState(pods, evs, l.Env.SchedulerName), extra, l.Env.Scaled(settleFor)), nil
 }
 
 // settledWhy says why a settled wait stopped, for its failure message.
@@ -159,7 +159,7 @@ func (l *Lane) PollSettled(ctx context.Context, timeout time.Duration, what stri
 		return err
 	}
 	if settled {
-		return fmt.Errorf("gave up waiting for %s: last seen: %s; %s", what, last, quiet.settledWhy(l.env.d(settleFor)))
+		return fmt.Errorf("gave up waiting for %s: last seen: %s; %s", what, last, quiet.settledWhy(l.Env.Scaled(settleFor)))
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package suites
+package framework
 
 import (
 	"context"
@@ -22,7 +22,7 @@ const ConditionType = "PodGroupInitiallyScheduled"
 
 // pollInterval is how often conditions are re-read. The API is cheap on loopback and a fast poll
 // keeps bind-time measurements honest.
-const pollInterval = 100 * time.Millisecond
+const PollInterval = 100 * time.Millisecond
 
 // Eventually polls cond until it returns true or timeout passes, then fails the test with what it
 // waited for and the last state cond described.
@@ -35,7 +35,7 @@ func Eventually(ctx context.Context, t testing.TB, timeout time.Duration, what s
 
 // Poll is Eventually returning an error instead of failing a test.
 func Poll(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, string, error)) error {
-	return poll.Until(ctx, what, pollInterval, timeout, cond)
+	return poll.Until(ctx, what, PollInterval, timeout, cond)
 }
 
 // Consistently checks cond for the whole window and fails the test the first time it is false. It
@@ -46,7 +46,7 @@ func Consistently(ctx context.Context, t testing.TB, window time.Duration, what 
 	defer cancel()
 	start := time.Now()
 	end := start.Add(window)
-	tick := time.NewTicker(pollInterval * 2)
+	tick := time.NewTicker(PollInterval * 2)
 	defer tick.Stop()
 	// A window in which the state could not be read is no evidence that it held: it passes only if
 	// reads succeeded throughout, with no gap longer than a quarter of the window.
@@ -189,7 +189,7 @@ func (l *Lane) WaitBound(ctx context.Context, t testing.TB, timeout time.Duratio
 	t.Helper()
 	var spread time.Duration
 	var hopeless string
-	var certain certainty
+	var certain Certainty
 	Eventually(ctx, t, timeout, fmt.Sprintf("pods %v bound and their Scheduled events recorded", names), func(ctx context.Context) (bool, string, error) {
 		pods, err := l.Pods(ctx)
 		if err != nil {
@@ -206,7 +206,7 @@ func (l *Lane) WaitBound(ctx context.Context, t testing.TB, timeout time.Duratio
 			// A red run should take about as long as a green one: once the outcome is certain the
 			// wait stops instead of running to its timeout (the stop only ends this poll; Eventually
 			// is told it is done and the caller fails below).
-			if why := l.cannotBind(pods, missing); certain.held(why) {
+			if why := l.CannotBind(pods, missing); certain.Held(why) {
 				hopeless = why
 				return true, "", nil
 			}
@@ -253,11 +253,11 @@ func (l *Lane) WaitBound(ctx context.Context, t testing.TB, timeout time.Duratio
 const certainFor = 3 * time.Second
 
 // certainty tracks, across the polls of one wait, how long a reason for hopelessness has held.
-type certainty struct{ since time.Time }
+type Certainty struct{ since time.Time }
 
 // held records this poll's reason ("" while the wait can still succeed) and reports whether a
 // reason has held without a break for certainFor.
-func (c *certainty) held(why string) bool {
+func (c *Certainty) Held(why string) bool {
 	switch {
 	case why == "":
 		c.since = time.Time{}
@@ -273,7 +273,7 @@ func (c *certainty) held(why string) bool {
 // scheduler decided each of them unschedulable (PodScheduled=False, not a gate), together they need
 // more GPUs than the lane has free, and nothing can free any: no pod of the lane is terminating and
 // none is nominated (a preemption under way).
-func (l *Lane) cannotBind(pods []corev1.Pod, unbound []string) string {
+func (l *Lane) CannotBind(pods []corev1.Pod, unbound []string) string {
 	capacity := int64(len(l.Nodes) * l.GPUs)
 	if capacity == 0 {
 		return ""
@@ -297,7 +297,7 @@ func (l *Lane) cannotBind(pods []corev1.Pod, unbound []string) string {
 			return ""
 		}
 		p := &pods[i]
-		reason := podScheduledReason(p)
+		reason := PodScheduledReason(p)
 		if StateOf(p) != Unschedulable || reason == corev1.PodReasonSchedulingGated {
 			return ""
 		}
@@ -328,7 +328,7 @@ func GroupCondition(pg *schedv1beta1.PodGroup) *metav1.Condition {
 	return nil
 }
 
-func describeCondition(c *metav1.Condition) string {
+func DescribeCondition(c *metav1.Condition) string {
 	if c == nil {
 		return "no " + ConditionType + " condition"
 	}
@@ -346,7 +346,7 @@ func (l *Lane) WaitCondition(ctx context.Context, t testing.TB, timeout time.Dur
 			return false, "", err
 		}
 		got = GroupCondition(pg)
-		return got != nil && got.Status == status && got.Reason == reason, describeCondition(got), nil
+		return got != nil && got.Status == status && got.Reason == reason, DescribeCondition(got), nil
 	})
 	return got
 }
@@ -367,7 +367,7 @@ func (l *Lane) WaitEvent(ctx context.Context, t testing.TB, timeout time.Duratio
 				continue
 			}
 			seen = append(seen, e.Message)
-			if containsAll(e.Message, substrings) {
+			if ContainsAll(e.Message, substrings) {
 				found = e
 				return true, "", nil
 			}
@@ -377,11 +377,21 @@ func (l *Lane) WaitEvent(ctx context.Context, t testing.TB, timeout time.Duratio
 	return found
 }
 
-func containsAll(s string, subs []string) bool {
+func ContainsAll(s string, subs []string) bool {
 	for _, sub := range subs {
 		if !strings.Contains(s, sub) {
 			return false
 		}
 	}
 	return true
+}
+
+// podScheduledReason returns the reason of a pod's PodScheduled=False condition.
+func PodScheduledReason(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return c.Reason
+		}
+	}
+	return ""
 }

@@ -1,4 +1,4 @@
-package suites
+package framework
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package suites
+package framework
 
 import (
 	"strings"
@@ -46,7 +46,14 @@ func TestClassifyKnownIssue(t *testing.T) {
 	}{
 		{"the v1.37.2 race", []monitor.Violation{bug}, before, "v1.37.2", true},
 		{"same pattern on a version without the known bug fails", []monitor.Violation{bug}, before, "v1.38.0", false},
-		{"v1.37.1 was never seen racing", []monitor.Violation{bug}, before, "v1.37.1", false},
+		{"v1.37.1 is on the same line", []monitor.Violation{bug}, before, "v1.37.1", true},
+		// Forks: what a build from a release tag or branch reports. The line decides, not the suffix.
+		{"a dirty build of the tag", []monitor.Violation{bug}, before, "v1.37.2-dirty", true},
+		{"a build past the tag on the release branch", []monitor.Violation{bug}, before, "v1.37.3-alpha.0.12+abc123", true},
+		{"a fork's own suffix", []monitor.Violation{bug}, before, "v1.37.2-acme.4+0123abcd", true},
+		{"a fork of the next minor fails", []monitor.Violation{bug}, before, "v1.38.0-acme.1", false},
+		{"a version that is not semantic fails", []monitor.Violation{bug}, before, "unknown", false},
+		{"no version fails", []monitor.Violation{bug}, before, "", false},
 		{"the same race seen on v1.36.3", []monitor.Violation{bug}, before, "v1.36.3", true},
 		{"a fork built as v0.0.0-master fails", []monitor.Violation{bug}, before, "v0.0.0-master", false},
 		{"a late regression is not the race", []monitor.Violation{regression(5*time.Second, "Unschedulable", msg)}, before, "v1.37.2", false},
@@ -103,6 +110,7 @@ func TestClassifyStaleRewrite(t *testing.T) {
 	}{
 		{"the v1.37.2 race", []monitor.Violation{bug}, "v1.37.2", true},
 		{"the same code on v1.36.3", []monitor.Violation{bug}, "v1.36.3", true},
+		{"a fork of v1.37.2 with its own suffix", []monitor.Violation{bug}, "v1.37.2-acme.4", true},
 		{"after a False first", []monitor.Violation{fromFalse}, "v1.37.2", true},
 		// A new member appearing in between does not matter here (a basic group gains members one by one).
 		{"same pattern on a version without the known bug fails", []monitor.Violation{bug}, "v1.38.0", false},
@@ -117,7 +125,7 @@ func TestClassifyStaleRewrite(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			unexpected, known := Classify(tt.vs, tt.version, members(-time.Second, 20*time.Millisecond))
-			if tt.known && (len(known) != len(tt.vs) || len(unexpected) != 0 || !strings.HasPrefix(known[0], "KNOWN-02: ")) {
+			if tt.known && (len(known) != len(tt.vs) || len(unexpected) != 0 || !strings.HasPrefix(known[0], "KNOWN-02 (release line ")) {
 				t.Errorf("unexpected=%v known=%v, want all known as KNOWN-02", unexpected, known)
 			}
 			if !tt.known && (len(known) != 0 || len(unexpected) != len(tt.vs)) {

@@ -1,7 +1,4 @@
-// Package suites holds gangbench's conformance suites: e2e-framework features, one per behaviour,
-// whose assessments carry stable assertion IDs. The features are built here, in a normal package, so
-// the CLI can list them and generate docs; suites/conformance_test.go runs them as Go tests.
-package suites
+package framework
 
 import (
 	"context"
@@ -71,8 +68,8 @@ func (e *Env) UseGangAPI(api gangapi.API) error {
 	return nil
 }
 
-// d scales a timeout.
-func (e *Env) d(base time.Duration) time.Duration {
+// Scaled scales a timeout by the run's -timeout-scale (slow machines, race builds).
+func (e *Env) Scaled(base time.Duration) time.Duration {
 	if e == nil || e.Scale <= 0 {
 		return base
 	}
@@ -82,12 +79,12 @@ func (e *Env) d(base time.Duration) time.Duration {
 // errNoSchedulerMetrics says the cluster gives the harness no scheduler /metrics endpoint (an
 // existing cluster whose scheduler is not reachable); a scrape of an endpoint that fails is another
 // error.
-var errNoSchedulerMetrics = errors.New("the scheduler's /metrics endpoint is not reachable from the harness")
+var ErrNoSchedulerMetrics = errors.New("the scheduler's /metrics endpoint is not reachable from the harness")
 
 // SchedulerMetrics scrapes the scheduler's /metrics, or says why it cannot.
 func (e *Env) SchedulerMetrics(ctx context.Context) (*metrics.Snapshot, error) {
 	if e.Cluster == nil || e.Cluster.SchedulerMetrics.URL == "" {
-		return nil, errNoSchedulerMetrics
+		return nil, ErrNoSchedulerMetrics
 	}
 	return metrics.Scrape(ctx, e.Cluster.SchedulerMetrics)
 }
