@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/yaml"
 
@@ -195,6 +196,46 @@ func workerLabels(inv fakegpu.Inventory) map[string]string {
 	return l
 }
 
+// gpuWorkerLabels are workerLabels plus the index of the worker's inventory, which the device
+// plugin DaemonSet of that inventory selects on.
+func gpuWorkerLabels(inv fakegpu.Inventory, index int) map[string]string {
+	l := workerLabels(inv)
+	l[LabelGPUInventory] = strconv.Itoa(index)
+	return l
+}
+
+// JoinConfigurationPatch is the merge patch on one worker's kubeadm JoinConfiguration: its node
+// group's taints, which kubeadm hands the kubelet as --register-with-taints, so the node is tainted
+// from its first registration and no pod lands there before the taint does.
+type JoinConfigurationPatch struct {
+	APIVersion       string                    `json:"apiVersion"`
+	Kind             string                    `json:"kind"`
+	NodeRegistration JoinNodeRegistrationPatch `json:"nodeRegistration"`
+}
+
+// JoinNodeRegistrationPatch is JoinConfiguration.nodeRegistration as far as we patch it.
+type JoinNodeRegistrationPatch struct {
+	Taints []corev1.Taint `json:"taints"`
+}
+
+// workerNode is one kind worker of a node group: its labels through kind (the kubelet's
+// --node-labels) and its taints through a node-level kubeadm patch (kind applies a node's patches
+// to that node's kubeadm config only).
+func workerNode(image string, labels map[string]string, taints []corev1.Taint) (v1alpha4.Node, error) {
+	n := v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: image, Labels: labels}
+	if len(taints) > 0 {
+		b, err := yaml.Marshal(JoinConfigurationPatch{
+			APIVersion: kubeadmAPIVersion, Kind: "JoinConfiguration",
+			NodeRegistration: JoinNodeRegistrationPatch{Taints: taints},
+		})
+		if err != nil {
+			return v1alpha4.Node{}, fmt.Errorf("kind config: render a worker's taints: %w", err)
+		}
+		n.KubeadmConfigPatches = []string{string(b)}
+	}
+	return n, nil
+}
+
 // groupLabels are a node group's own labels under ours: ours identify the workers to the device
 // plugin's DaemonSet and the readiness waits, so a group label cannot move a node out of them.
 func groupLabels(group, ours map[string]string) map[string]string {
@@ -277,12 +318,28 @@ func renderPlan(pl plan, schedulerPort int) ([]byte, error) {
 	// the CNI plugins on each node itself (see cni.go).
 	cfg.Networking.DisableDefaultCNI = own
 	// kind names workers in config order (<name>-worker, -worker2, …), so the GPU workers come
-	// first and keep the names they have without plain workers.
-	for range pl.Workers {
-		cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: pl.NodeImage, Labels: groupLabels(pl.WorkerLabels, workerLabels(pl.GPU))})
+	// first (group by group, in spec order) and keep the names they have without plain workers.
+	// Every worker carries its own group's labels and taints only.
+	type worker struct {
+		count  int
+		labels map[string]string
+		taints []corev1.Taint
 	}
-	for range pl.PlainWorkers {
-		cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: pl.NodeImage, Labels: groupLabels(pl.PlainLabels, map[string]string{LabelPlainWorker: "true"})})
+	var workers []worker
+	for _, g := range pl.GPUGroups {
+		workers = append(workers, worker{g.Count, groupLabels(g.Labels, gpuWorkerLabels(g.GPU, g.Inventory)), g.Taints})
+	}
+	for _, g := range pl.PlainGroups {
+		workers = append(workers, worker{g.Count, groupLabels(g.Labels, map[string]string{LabelPlainWorker: "true"}), g.Taints})
+	}
+	for _, w := range workers {
+		for range w.count {
+			n, err := workerNode(pl.NodeImage, w.labels, w.taints)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Nodes = append(cfg.Nodes, n)
+		}
 	}
 	body, err := yaml.Marshal(cfg)
 	if err != nil {
@@ -304,26 +361,42 @@ func checkConfig(b []byte) error {
 		return fmt.Errorf("kind config does not decode strictly as v1alpha4.Cluster: %w", err)
 	}
 	for i, p := range c.KubeadmConfigPatches {
-		var meta struct {
-			Kind string `json:"kind"`
-		}
-		if err := yaml.Unmarshal([]byte(p), &meta); err != nil {
-			return fmt.Errorf("kind config: kubeadm patch %d: %w", i, err)
-		}
-		var into any
-		switch meta.Kind {
-		case "ClusterConfiguration":
-			into = &ClusterConfigurationPatch{}
-		case "InitConfiguration":
-			into = &InitConfigurationPatch{}
-		case "KubeletConfiguration":
-			into = &KubeletConfigurationPatch{}
-		default:
-			return fmt.Errorf("kind config: kubeadm patch %d: unexpected kind %q", i, meta.Kind)
-		}
-		if err := yaml.UnmarshalStrict([]byte(p), into); err != nil {
+		if err := checkPatch(p, "ClusterConfiguration", "InitConfiguration", "KubeletConfiguration"); err != nil {
 			return fmt.Errorf("kind config: kubeadm patch %d: %w", i, err)
 		}
 	}
+	for i, n := range c.Nodes {
+		for j, p := range n.KubeadmConfigPatches {
+			if err := checkPatch(p, "JoinConfiguration"); err != nil {
+				return fmt.Errorf("kind config: node %d: kubeadm patch %d: %w", i, j, err)
+			}
+		}
+	}
 	return nil
+}
+
+// checkPatch decodes one kubeadm patch strictly into the type we write for its kind, which must be
+// one of kinds.
+func checkPatch(p string, kinds ...string) error {
+	var meta struct {
+		Kind string `json:"kind"`
+	}
+	if err := yaml.Unmarshal([]byte(p), &meta); err != nil {
+		return err
+	}
+	if !slices.Contains(kinds, meta.Kind) {
+		return fmt.Errorf("unexpected kind %q (accepted here: %s)", meta.Kind, strings.Join(kinds, ", "))
+	}
+	var into any
+	switch meta.Kind {
+	case "ClusterConfiguration":
+		into = &ClusterConfigurationPatch{}
+	case "InitConfiguration":
+		into = &InitConfigurationPatch{}
+	case "KubeletConfiguration":
+		into = &KubeletConfigurationPatch{}
+	case "JoinConfiguration":
+		into = &JoinConfigurationPatch{}
+	}
+	return yaml.UnmarshalStrict([]byte(p), into)
 }

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -198,8 +199,14 @@ func TestRenderConfigRejects(t *testing.T) {
 		{"old kubernetes version", clusters.Spec{KubernetesVersion: "v1.34.11"}, Options{}, []string{"v1.34.11"}},
 		{"bad version", clusters.Spec{KubernetesVersion: "1.37"}, Options{}, []string{"1.37"}},
 		{"no worker left", clusters.Spec{NodeGroups: []clusters.NodeGroup{{Count: 2, Kubelet: clusters.SimulatedNodes, GPUs: &clusters.GroupGPUs{}}}}, Options{}, []string{"0 real GPU workers", "at least one"}},
-		{"two inventories", clusters.Spec{NodeGroups: []clusters.NodeGroup{{Count: 1, GPUs: &clusters.GroupGPUs{}}, {Count: 2, Kubelet: clusters.SimulatedNodes, GPUs: &clusters.GroupGPUs{Inventory: fakegpu.Inventory{Count: 4}}}}}, Options{}, []string{"nodeGroups[1].gpus.inventory", "one inventory"}},
-		{"taints on real kubelets", clusters.Spec{NodeGroups: []clusters.NodeGroup{{Count: 1, GPUs: &clusters.GroupGPUs{}, Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}}}}, Options{}, []string{"nodeGroups[0].taints", "not supported"}},
+		{"real GPU group without GPUs", clusters.Spec{NodeGroups: []clusters.NodeGroup{{Count: 1, GPUs: &clusters.GroupGPUs{}}, {Count: 1, GPUs: &clusters.GroupGPUs{Inventory: fakegpu.Inventory{Product: "X"}}}}}, Options{}, []string{"nodeGroups[1].gpus.inventory.count", "at least one GPU"}},
+		{"simulated group without GPUs", clusters.Spec{NodeGroups: []clusters.NodeGroup{{Count: 1, GPUs: &clusters.GroupGPUs{}}, {Count: 2, Kubelet: clusters.SimulatedNodes}}}, Options{}, []string{"nodeGroups[1]", "without GPUs"}},
+		{"bad taint key", clusters.Spec{NodeGroups: []clusters.NodeGroup{{Count: 1, GPUs: &clusters.GroupGPUs{}}, {Count: 1, Taints: []corev1.Taint{{Key: "a b", Effect: corev1.TaintEffectNoSchedule}}}}}, Options{}, []string{"nodeGroups[1].taints[0].key", `"a b"`}},
+		{"bad taint value", clusters.Spec{NodeGroups: []clusters.NodeGroup{{Count: 1, GPUs: &clusters.GroupGPUs{}}, {Count: 1, Kubelet: clusters.SimulatedNodes, GPUs: &clusters.GroupGPUs{}}, {Count: 1, Taints: []corev1.Taint{{Key: "k", Value: "x y", Effect: corev1.TaintEffectNoExecute}}}}}, Options{}, []string{"nodeGroups[2].taints[0].value", `"x y"`}},
+		{"bad taint effect", clusters.Spec{NodeGroups: []clusters.NodeGroup{{Count: 1, GPUs: &clusters.GroupGPUs{}, Taints: []corev1.Taint{{Key: "k", Effect: "Sometimes"}}}}}, Options{}, []string{"nodeGroups[0].taints[0]", "Sometimes"}},
+		{"bad label", clusters.Spec{NodeGroups: []clusters.NodeGroup{{Count: 1, GPUs: &clusters.GroupGPUs{}, Labels: map[string]string{"rack": "r 1"}}}}, Options{}, []string{`nodeGroups[0].labels["rack"]`, `"r 1"`}},
+		{"too many workers over groups", clusters.Spec{NodeGroups: []clusters.NodeGroup{{Count: 30, GPUs: &clusters.GroupGPUs{}}, {Count: 21, GPUs: &clusters.GroupGPUs{Inventory: fakegpu.Inventory{Count: 4}}}}}, Options{}, []string{"workers: 51", "1 to 50"}},
+		{"too many plain workers over groups", clusters.Spec{NodeGroups: []clusters.NodeGroup{{Count: 40, GPUs: &clusters.GroupGPUs{}}, {Count: 6}, {Count: 5}}}, Options{}, []string{"plain workers: 11", "0 to 10"}},
 		{"both shapes", clusters.Spec{Nodes: 2, NodeGroups: []clusters.NodeGroup{{Count: 1, GPUs: &clusters.GroupGPUs{}}}}, Options{}, []string{"nodes 2", "nodeGroups"}},
 		{"etcd gates", clusters.Spec{ComponentFeatureGates: map[clusters.Component]map[string]bool{clusters.Etcd: {"X": true}}}, Options{}, []string{"etcd", "not supported on kind"}},
 		{"kwok args without kwok", clusters.Spec{ExtraArgs: map[clusters.Component]map[string]string{clusters.Kwok: {"v": "4"}}}, Options{}, []string{"no kwok nodes"}},
@@ -264,8 +271,8 @@ func TestResolveGroupLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pl.KwokLabels["rack"] != "r2" || len(pl.KwokTaints) != 1 || pl.KwokTaints[0] != taint {
-		t.Errorf("kwok labels %v taints %v", pl.KwokLabels, pl.KwokTaints)
+	if len(pl.KwokGroups) != 1 || pl.KwokGroups[0].Labels["rack"] != "r2" || len(pl.KwokGroups[0].Taints) != 1 || pl.KwokGroups[0].Taints[0] != taint {
+		t.Errorf("kwok groups %+v", pl.KwokGroups)
 	}
 	b, err := RenderConfig(spec, Options{})
 	if err != nil {
@@ -367,5 +374,161 @@ func TestNodeLeaseGracePeriodKind(t *testing.T) {
 	}
 	if f := componentFlags(clusters.Spec{NodeLeaseSeconds: 3600}, clusters.APIServer); f["node-monitor-grace-period"] != "" {
 		t.Errorf("only the controller-manager gets it: %v", f)
+	}
+}
+
+// twoOfEachKind is a spec with two node groups of each kind the kind provider has, each with its
+// own labels; the second GPU worker group and the second plain group are tainted, and the groups
+// have three inventories (two among the real GPU workers).
+func twoOfEachKind() clusters.Spec {
+	four := fakegpu.Inventory{Count: 4, Product: "NVIDIA-A100-SXM4-40GB", MemoryMiB: 40960}
+	return clusters.Spec{Name: "racks", NodeGroups: []clusters.NodeGroup{
+		{Count: 2, GPUs: &clusters.GroupGPUs{}, Labels: map[string]string{"rack": "r1", "block": "b1"}},
+		{Count: 2, Kubelet: clusters.SimulatedNodes, GPUs: &clusters.GroupGPUs{}, Labels: map[string]string{"rack": "r3"}},
+		{Count: 1, Kubelet: clusters.RealKubelets},
+		{Count: 1, GPUs: &clusters.GroupGPUs{Inventory: four}, Labels: map[string]string{"rack": "r2", "block": "b1"},
+			Taints: []corev1.Taint{{Key: "gangbench.dev/reserved", Value: "gang", Effect: corev1.TaintEffectNoSchedule}}},
+		{Count: 3, Kubelet: clusters.SimulatedNodes, GPUs: &clusters.GroupGPUs{Inventory: fakegpu.Inventory{Count: 2}}, Labels: map[string]string{"rack": "r4"},
+			Taints: []corev1.Taint{{Key: "gangbench.dev/lane", Value: "b", Effect: corev1.TaintEffectNoExecute}}},
+		{Count: 1, Labels: map[string]string{"pool": "cpu"}, Taints: []corev1.Taint{{Key: "dedicated", Effect: corev1.TaintEffectPreferNoSchedule}}},
+		// A GPU worker group with the first group's inventory shares its device plugin DaemonSet.
+		{Count: 1, GPUs: &clusters.GroupGPUs{Inventory: fakegpu.Default()}, Labels: map[string]string{"rack": "r5"}},
+	}}
+}
+
+// TestRenderConfigTwoGroupsOfEachKind: every real worker carries its own group's labels (under
+// ours) and taints (in its JoinConfiguration patch) and no other group's; GPU workers come first,
+// group by group in spec order, then the plain ones.
+func TestRenderConfigTwoGroupsOfEachKind(t *testing.T) {
+	out, err := RenderConfig(twoOfEachKind(), Options{SchedulerMetricsPort: 41059})
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "config-groups.golden.yaml", out)
+	var c v1alpha4.Cluster
+	if err := yaml.UnmarshalStrict(out, &c); err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		labels map[string]string // these labels, and absent where the value is ""
+		taints []corev1.Taint
+	}
+	reserved := []corev1.Taint{{Key: "gangbench.dev/reserved", Value: "gang", Effect: corev1.TaintEffectNoSchedule}}
+	wants := []want{
+		{map[string]string{"rack": "r1", "block": "b1", LabelWorker: "true", LabelGPUInventory: "0", fakegpu.LabelCount: "8", LabelPlainWorker: "", "pool": ""}, nil},
+		{map[string]string{"rack": "r1", "block": "b1", LabelWorker: "true", LabelGPUInventory: "0", fakegpu.LabelCount: "8"}, nil},
+		{map[string]string{"rack": "r2", "block": "b1", LabelWorker: "true", LabelGPUInventory: "1", fakegpu.LabelCount: "4", fakegpu.LabelProduct: "NVIDIA-A100-SXM4-40GB"}, reserved},
+		{map[string]string{"rack": "r5", "block": "", LabelWorker: "true", LabelGPUInventory: "0", fakegpu.LabelCount: "8"}, nil},
+		{map[string]string{LabelPlainWorker: "true", LabelWorker: "", LabelGPUInventory: "", fakegpu.LabelPresent: "", "rack": "", "pool": ""}, nil},
+		{map[string]string{LabelPlainWorker: "true", "pool": "cpu", LabelWorker: "", "rack": ""}, []corev1.Taint{{Key: "dedicated", Effect: corev1.TaintEffectPreferNoSchedule}}},
+	}
+	if len(c.Nodes) != 1+len(wants) {
+		t.Fatalf("%d nodes, want the control plane and %d workers (kwok nodes are not kind nodes)", len(c.Nodes), len(wants))
+	}
+	if len(c.Nodes[0].KubeadmConfigPatches) != 0 {
+		t.Errorf("control plane has node patches %q", c.Nodes[0].KubeadmConfigPatches)
+	}
+	for i, w := range wants {
+		n := c.Nodes[i+1]
+		for k, v := range w.labels {
+			if got, ok := n.Labels[k]; v == "" && ok || v != "" && got != v {
+				t.Errorf("worker %d: label %s = %q (set %v), want %q", i, k, got, ok, v)
+			}
+		}
+		var got []corev1.Taint
+		switch len(n.KubeadmConfigPatches) {
+		case 0:
+		case 1:
+			var p JoinConfigurationPatch
+			if err := yaml.UnmarshalStrict([]byte(n.KubeadmConfigPatches[0]), &p); err != nil {
+				t.Fatalf("worker %d: join patch: %v", i, err)
+			}
+			if p.APIVersion != kubeadmAPIVersion || p.Kind != "JoinConfiguration" {
+				t.Errorf("worker %d: patch type %s %s", i, p.APIVersion, p.Kind)
+			}
+			got = p.NodeRegistration.Taints
+		default:
+			t.Errorf("worker %d: %d node patches, want at most one", i, len(n.KubeadmConfigPatches))
+		}
+		if !slices.Equal(got, w.taints) {
+			t.Errorf("worker %d: taints %v, want %v", i, got, w.taints)
+		}
+	}
+}
+
+// TestPlanTwoGroupsOfEachKind: counts over groups, the device plugin DaemonSets (one per distinct
+// real GPU inventory, each selecting its workers) and the kwok nodes' names, unique across groups.
+func TestPlanTwoGroupsOfEachKind(t *testing.T) {
+	pl, err := resolve(twoOfEachKind())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.Workers != 4 || pl.PlainWorkers != 2 || pl.KwokNodes != 5 || pl.Nodes() != 9 {
+		t.Errorf("workers %d plain %d kwok %d nodes %d, want 4, 2, 5, 9", pl.Workers, pl.PlainWorkers, pl.KwokNodes, pl.Nodes())
+	}
+	if pl.GPU != fakegpu.Default() {
+		t.Errorf("plan GPU %+v, want the first GPU group's (the default)", pl.GPU)
+	}
+	plugins := pl.plugins("img")
+	if len(plugins) != 2 {
+		t.Fatalf("plugins %+v, want two (two distinct worker inventories)", plugins)
+	}
+	for i, want := range []struct {
+		instance, selector string
+		count              int
+	}{
+		{"0", LabelGPUInventory + "=0," + LabelWorker + "=true", 8},
+		{"1", LabelGPUInventory + "=1," + LabelWorker + "=true", 4},
+	} {
+		d := plugins[i]
+		if d.Instance != want.instance || d.Selector() != want.selector || d.Inventory.Count != want.count || d.Image != "img" {
+			t.Errorf("plugin %d: %+v selector %q; want instance %q, selector %q, %d GPUs", i, d, d.Selector(), want.instance, want.selector, want.count)
+		}
+	}
+	names := pl.kwokNodeNames()
+	if len(names) != 2 || len(names[0]) != 2 || len(names[1]) != 3 {
+		t.Fatalf("kwok names %v, want 2 and 3", names)
+	}
+	seen := map[string]bool{}
+	for _, group := range names {
+		for _, n := range group {
+			if seen[n] {
+				t.Errorf("kwok node name %s twice in %v", n, names)
+			}
+			seen[n] = true
+		}
+	}
+	if names[0][0] != "gpu-node-0" || names[1][2] != "gpu-node-4" {
+		t.Errorf("kwok names %v, want one numbering gpu-node-0 … gpu-node-4", names)
+	}
+	g := pl.KwokGroups[1]
+	if g.GPU.Count != 2 || g.Labels["rack"] != "r4" || len(g.Taints) != 1 || g.Field != "nodeGroups[4]" {
+		t.Errorf("second kwok group %+v", g)
+	}
+}
+
+// TestPlanOneInventory: a cluster whose GPU workers share an inventory keeps the one DaemonSet it
+// always had, whatever its groups, and a one-group kwok cluster keeps its node names.
+func TestPlanOneInventory(t *testing.T) {
+	for _, spec := range []clusters.Spec{
+		{},
+		{Nodes: 3, GPU: fakegpu.Inventory{Count: 4}},
+		{NodeGroups: []clusters.NodeGroup{
+			{Count: 1, GPUs: &clusters.GroupGPUs{}, Labels: map[string]string{"rack": "r1"}},
+			{Count: 1, GPUs: &clusters.GroupGPUs{Inventory: fakegpu.Default()}, Labels: map[string]string{"rack": "r2"}},
+			{Count: 11, Kubelet: clusters.SimulatedNodes, GPUs: &clusters.GroupGPUs{Inventory: fakegpu.Inventory{Count: 2}}},
+		}},
+	} {
+		pl, err := resolve(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plugins := pl.plugins("img")
+		if len(plugins) != 1 || plugins[0].Instance != "" || plugins[0].Selector() != LabelWorker+"=true" {
+			t.Errorf("%+v: plugins %+v, want the one DaemonSet on %s=true", spec, plugins, LabelWorker)
+		}
+		if names := pl.kwokNodeNames(); pl.KwokNodes > 0 && (len(names) != 1 || names[0][0] != "gpu-node-00" || names[0][10] != "gpu-node-10") {
+			t.Errorf("%+v: kwok names %v", spec, names)
+		}
 	}
 }

@@ -28,11 +28,13 @@ import (
 
 // Create implements clusters.Provider. It asks for a container engine before anything else, so on a
 // machine without one it fails within seconds, naming each engine and what it said, having created
-// nothing (no state, no containers). Then: kind creates the nodes from the rendered config; the fake
-// device plugin image is built and loaded into every worker and its DaemonSet deployed, and Create
-// waits until every worker advertises its GPUs; the scheduler under test, if any (an image from the
+// nothing (no state, no containers). Then: kind creates the nodes from the rendered config (each
+// worker with its node group's labels and taints); the fake device plugin image is built and loaded
+// into every worker and its DaemonSets deployed (one per GPU worker inventory), and Create waits
+// until every GPU worker advertises its GPUs; the scheduler under test, if any (an image from the
 // engine, or Spec.SchedulerBinary wrapped into one), replaces the scheduler's; the kwok controller
-// and the simulated nodes, if any, are started last.
+// and the simulated nodes, if any (each group's with its own inventory, labels and taints), are
+// started last.
 //
 // kind's own create cannot be cancelled (its API takes no context): when ctx ends during it, Create
 // waits for it to return and then deletes what it made. Any failure deletes the cluster.
@@ -201,7 +203,7 @@ func (c *creation) run(ctx context.Context) (*clusters.Cluster, error) {
 	c.st.ControlPlane = c.nodes.ControlPlane.String()
 	// Before the kwok nodes exist and before kube-proxy's readiness is awaited, so its rollout is
 	// part of the create and not of the first suite's window.
-	if err := keepSystemDaemonSetsOffKwok(ctx, c.cs); err != nil {
+	if err := placeSystemDaemonSets(ctx, c.cs); err != nil {
 		return nil, fmt.Errorf("kind cluster %q: %w", c.st.Name, err)
 	}
 	if ownCNI(c.pl) {
@@ -303,8 +305,8 @@ func (c *creation) createNodes(ctx context.Context, timeout time.Duration) error
 	return ctx.Err()
 }
 
-// devicePlugin builds the plugin image, loads it into every worker, deploys the DaemonSet and waits
-// until every worker advertises the inventory's GPUs.
+// devicePlugin builds the plugin image, loads it into every worker, deploys the DaemonSets (one per
+// inventory, see plan.plugins) and waits until every GPU worker advertises its inventory's GPUs.
 func (c *creation) devicePlugin(ctx context.Context, timeout time.Duration) error {
 	o := c.p.opts
 	ref := c.pl.Spec.Images.Plugin
@@ -316,12 +318,17 @@ func (c *creation) devicePlugin(ctx context.Context, timeout time.Duration) erro
 			return err
 		}
 	}
-	d := PluginDeployment{Image: ref, Inventory: c.pl.GPU, NodeSelector: map[string]string{LabelWorker: "true"}}
-	if err := o.DeployDevicePlugin(ctx, c.cs, d); err != nil {
-		return fmt.Errorf("deploy device plugin: %w", err)
+	plugins := c.pl.plugins(ref)
+	// Every DaemonSet first, then the waits: their rollouts overlap.
+	for _, d := range plugins {
+		if err := o.DeployDevicePlugin(ctx, c.cs, d); err != nil {
+			return fmt.Errorf("deploy device plugin (workers %s): %w", d.Selector(), err)
+		}
 	}
-	if err := o.WaitAllocatable(ctx, c.cs, LabelWorker+"=true", c.pl.GPU, timeout); err != nil {
-		return fmt.Errorf("kind workers did not advertise their fake GPUs: %w", err)
+	for _, d := range plugins {
+		if err := o.WaitAllocatable(ctx, c.cs, d.Selector(), d.Inventory, timeout); err != nil {
+			return fmt.Errorf("kind workers did not advertise their fake GPUs: %w", err)
+		}
 	}
 	return nil
 }
@@ -435,9 +442,12 @@ func (c *creation) kwokNodes(ctx context.Context, timeout time.Duration) error {
 	if err := writeState(c.p.opts.StateDir, c.st); err != nil {
 		return err
 	}
-	names := kwokcfg.NodeNames(kwokNodePrefix, c.pl.KwokNodes)
-	if err := kwokcfg.CreateNodes(ctx, c.cs, names, c.pl.GPU, fakegpu.NodeOptions{Labels: c.pl.KwokLabels, Taints: c.pl.KwokTaints}, 32); err != nil {
-		return fmt.Errorf("create simulated nodes: %w", err)
+	// Each group's nodes with its own inventory, labels and taints.
+	for i, names := range c.pl.kwokNodeNames() {
+		g := c.pl.KwokGroups[i]
+		if err := kwokcfg.CreateNodes(ctx, c.cs, names, g.GPU, fakegpu.NodeOptions{Labels: g.Labels, Taints: g.Taints}, 32); err != nil {
+			return fmt.Errorf("create simulated nodes of %s: %w", g.Field, err)
+		}
 	}
 	err = kwokcfg.WaitNodesReady(ctx, c.cs, fakegpu.LabelManaged+"=true", c.pl.Nodes(), timeout)
 	return errKwokNotReady(err, logPath)

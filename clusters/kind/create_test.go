@@ -58,12 +58,32 @@ type harness struct {
 type testShape struct {
 	Workers, KwokNodes int
 	SchedulerImage     string
+	// Groups, when set, are the spec's node groups instead of Workers and KwokNodes.
+	Groups []clusters.NodeGroup
+}
+
+// realWorkers is how many kind workers the shape has.
+func (s testShape) realWorkers() int {
+	if s.Groups == nil {
+		return s.Workers
+	}
+	n := 0
+	for _, g := range s.Groups {
+		if g.Kubelet != clusters.SimulatedNodes {
+			n += g.Count
+		}
+	}
+	return n
 }
 
 // spec is spec with the harness's shape: Workers real GPU workers and KwokNodes simulated ones.
 func (h *harness) spec(spec clusters.Spec) clusters.Spec {
 	s := h.shape
 	spec.Images.Scheduler = s.SchedulerImage
+	if s.Groups != nil {
+		spec.Nodes, spec.GPU, spec.NodeGroups = 0, fakegpu.Inventory{}, s.Groups
+		return spec
+	}
 	if s.Workers == 0 && s.KwokNodes == 0 {
 		return spec
 	}
@@ -124,7 +144,7 @@ func newHarness(t *testing.T, o Options, shape testShape) *harness {
 		t.Fatal(err)
 	}
 	h.p = p
-	workers := shape.Workers
+	workers := shape.realWorkers()
 	if workers == 0 {
 		workers = 2
 	}
@@ -440,6 +460,76 @@ func TestCreateFlow(t *testing.T) {
 	}
 	if e := dirEntries(t, h.root); len(e) != 0 {
 		t.Errorf("state left after Close: %v", e)
+	}
+}
+
+// TestCreateTwoGroupsOfEachKind: the kind config gives each real worker its group's labels and
+// taints; there is a device plugin DaemonSet per worker inventory, each waited for on its own
+// workers; each kwok group's nodes are created with its own inventory, labels and taints under
+// names unique across groups; the counts over all groups reach the state and the handle.
+func TestCreateTwoGroupsOfEachKind(t *testing.T) {
+	h := newHarness(t, Options{}, testShape{Groups: twoOfEachKind().NodeGroups})
+	cl, err := h.p.Create(context.Background(), h.spec(clusters.Spec{Name: testCluster, ReadyTimeout: 10 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close(context.Background()) })
+	if cl.Nodes != 9 || cl.GPU != fakegpu.Default() {
+		t.Errorf("handle: %d nodes, GPU %+v; want 4 GPU workers + 5 kwok nodes and the first group's inventory", cl.Nodes, cl.GPU)
+	}
+	if len(h.workers) != 6 {
+		t.Errorf("kind made %d workers, want 6", len(h.workers))
+	}
+	cfg, err := os.ReadFile(filepath.Join(h.root, testCluster, "kind-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kind: JoinConfiguration", "key: gangbench.dev/reserved", "rack: r2", "pool: cpu"} {
+		if !strings.Contains(string(cfg), want) {
+			t.Errorf("kind config lacks %q:\n%s", want, cfg)
+		}
+	}
+
+	var instances, selectors []string
+	var counts []int
+	for _, d := range h.deployed {
+		instances, counts = append(instances, d.Instance), append(counts, d.Inventory.Count)
+	}
+	selectors = append(selectors, h.waited...)
+	if !slices.Equal(instances, []string{"0", "1"}) || !slices.Equal(counts, []int{8, 4}) {
+		t.Errorf("deployed instances %v with %v GPUs, want 0 and 1 with 8 and 4", instances, counts)
+	}
+	wantSel := []string{LabelGPUInventory + "=0," + LabelWorker + "=true", LabelGPUInventory + "=1," + LabelWorker + "=true"}
+	if !slices.Equal(selectors, wantSel) {
+		t.Errorf("waited for %v, want %v", selectors, wantSel)
+	}
+
+	list, err := h.cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: "type=kwok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byRack := map[string][]corev1.Node{}
+	for _, n := range list.Items {
+		byRack[n.Labels["rack"]] = append(byRack[n.Labels["rack"]], n)
+	}
+	if len(list.Items) != 5 || len(byRack["r3"]) != 2 || len(byRack["r4"]) != 3 {
+		t.Fatalf("kwok nodes by rack %v, want 2 in r3 and 3 in r4", byRack)
+	}
+	for _, n := range byRack["r3"] {
+		if q := n.Status.Allocatable["nvidia.com/gpu"]; q.Value() != 8 || len(n.Spec.Taints) != 0 {
+			t.Errorf("%s (r3): %s GPUs, taints %v; want 8 and none", n.Name, q.String(), n.Spec.Taints)
+		}
+	}
+	for _, n := range byRack["r4"] {
+		q := n.Status.Allocatable["nvidia.com/gpu"]
+		if q.Value() != 2 || len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != "gangbench.dev/lane" || n.Spec.Taints[0].Effect != corev1.TaintEffectNoExecute {
+			t.Errorf("%s (r4): %s GPUs, taints %v; want 2 and the group's NoExecute lane taint", n.Name, q.String(), n.Spec.Taints)
+		}
+	}
+
+	st, err := readState(h.root, testCluster)
+	if err != nil || st.Workers != 4 || st.PlainWorkers != 2 || st.KwokNodes != 5 {
+		t.Errorf("state %+v, %v; want 4 workers, 2 plain, 5 kwok", st, err)
 	}
 }
 

@@ -17,12 +17,22 @@ import (
 // type=kwok (fakegpu.SimulatedNode).
 var offKwok = corev1.NodeSelectorRequirement{Key: fakegpu.LabelType, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"kwok"}}
 
-// keepSystemDaemonSetsOffKwok makes every DaemonSet in kube-system (kube-proxy, kindnet on a
-// foreign node image) require a node that is not a kwok node. Those DaemonSets tolerate every
-// taint, so without this each kwok node (a suite's lane, a benchmark's GPU nodes) would get a
-// kube-proxy pod bound by the scheduler under test: bindings, events and metrics in a measured
-// window that no workload asked for, and pods a kwok node only pretends to run.
-func keepSystemDaemonSetsOffKwok(ctx context.Context, cs kubernetes.Interface) error {
+// tolerateAll is the toleration of every taint, of every effect.
+var tolerateAll = corev1.Toleration{Operator: corev1.TolerationOpExists}
+
+// placeSystemDaemonSets makes every DaemonSet in kube-system (kube-proxy, kindnet on a foreign node
+// image) run on every real node and on no kwok node.
+//
+// They must tolerate every taint, because a node group's taints (set on real workers at join) are
+// for workloads: a tainted worker without kube-proxy has no service IPs, and Create waits for
+// kube-proxy on every node. kubeadm's kube-proxy and kind's kindnet already tolerate everything;
+// this makes it hold for whatever else a node image brings.
+//
+// They must require a node that is not a kwok node, because tolerating every taint puts them on
+// kwok nodes too: each kwok node (a suite's lane, a benchmark's GPU nodes) would get a kube-proxy
+// pod bound by the scheduler under test, bindings, events and metrics in a measured window that no
+// workload asked for, and pods a kwok node only pretends to run.
+func placeSystemDaemonSets(ctx context.Context, cs kubernetes.Interface) error {
 	list, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list kube-system DaemonSets: %w", err)
@@ -33,14 +43,17 @@ func keepSystemDaemonSetsOffKwok(ctx context.Context, cs kubernetes.Interface) e
 			if err != nil {
 				return err
 			}
-			if !requireOffKwok(&cur.Spec.Template.Spec) {
+			// Both run: each reports its own change.
+			off := requireOffKwok(&cur.Spec.Template.Spec)
+			tol := tolerateEverything(&cur.Spec.Template.Spec)
+			if !off && !tol {
 				return nil
 			}
 			_, err = cs.AppsV1().DaemonSets(cur.Namespace).Update(ctx, cur, metav1.UpdateOptions{})
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("keep DaemonSet %s/%s off kwok nodes: %w", ds.Namespace, ds.Name, err)
+			return fmt.Errorf("place DaemonSet %s/%s on every real node and off kwok nodes: %w", ds.Namespace, ds.Name, err)
 		}
 	}
 	return nil
@@ -75,4 +88,16 @@ func requireOffKwok(spec *corev1.PodSpec) bool {
 		}
 	}
 	return changed
+}
+
+// tolerateEverything adds tolerateAll to spec unless a toleration already tolerates every taint; it
+// reports whether spec changed.
+func tolerateEverything(spec *corev1.PodSpec) bool {
+	if slices.ContainsFunc(spec.Tolerations, func(t corev1.Toleration) bool {
+		return t.Key == "" && t.Operator == corev1.TolerationOpExists && t.Effect == ""
+	}) {
+		return false
+	}
+	spec.Tolerations = append(spec.Tolerations, tolerateAll)
+	return true
 }

@@ -14,9 +14,10 @@ import (
 	"github.com/gangbench/gangbench/fakegpu"
 )
 
-// TestSystemDaemonSetsStayOffKwokNodes: after the change, kube-proxy (no affinity) and a DaemonSet
-// with an affinity of its own both match a real node and never a kwok node, and a second pass
-// changes nothing.
+// TestSystemDaemonSetsStayOffKwokNodes: after the change, kube-proxy (no affinity), a DaemonSet with
+// an affinity of its own and one that tolerated only its own taint all match a real node and never
+// a kwok node, all tolerate every taint (a node group's taints included), and a second pass changes
+// nothing.
 func TestSystemDaemonSetsStayOffKwokNodes(t *testing.T) {
 	ds := func(name string, aff *corev1.Affinity) *appsv1.DaemonSet {
 		return &appsv1.DaemonSet{
@@ -34,19 +35,32 @@ func TestSystemDaemonSetsStayOffKwokNodes(t *testing.T) {
 			{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"arm64"}}}},
 		},
 	}}}
-	cs := fake.NewClientset(ds("kube-proxy", nil), ds("kindnet", own))
+	// A DaemonSet a node image brings that tolerates nothing: it must come to tolerate the taints
+	// of node groups, as kube-proxy does.
+	untolerant := ds("other", nil)
+	untolerant.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "only-this", Operator: corev1.TolerationOpExists}}
+	cs := fake.NewClientset(ds("kube-proxy", nil), ds("kindnet", own), untolerant)
 	ctx := context.Background()
 	for range 2 {
-		if err := keepSystemDaemonSetsOffKwok(ctx, cs); err != nil {
+		if err := placeSystemDaemonSets(ctx, cs); err != nil {
 			t.Fatal(err)
 		}
 	}
 	kwokNode := fakegpu.SimulatedNode("gpu-node-0", fakegpu.Default(), fakegpu.NodeOptions{})
 	realNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "c-worker", Labels: map[string]string{corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64"}}}
-	for _, name := range []string{"kube-proxy", "kindnet"} {
+	for _, name := range []string{"kube-proxy", "kindnet", "other"} {
 		got, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
+		}
+		all := 0
+		for _, tol := range got.Spec.Template.Spec.Tolerations {
+			if tol == tolerateAll {
+				all++
+			}
+		}
+		if all != 1 {
+			t.Errorf("%s after two passes: tolerations %+v, want exactly one that tolerates every taint", name, got.Spec.Template.Spec.Tolerations)
 		}
 		sel := got.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
 		for _, n := range []struct {

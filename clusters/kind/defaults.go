@@ -36,7 +36,7 @@ func wireDefaults(o *Options) {
 	}
 	if o.DeployDevicePlugin == nil {
 		o.DeployDevicePlugin = func(ctx context.Context, cs kubernetes.Interface, d PluginDeployment) error {
-			return deploy.Apply(ctx, cs, deploy.Options{Image: d.Image, Inventory: d.Inventory, NodeSelector: d.NodeSelector})
+			return deploy.Apply(ctx, cs, deploy.Options{Image: d.Image, Inventory: d.Inventory, NodeSelector: d.NodeSelector, Instance: d.Instance})
 		}
 	}
 	if o.EnsureNodeImage == nil {

@@ -18,17 +18,22 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/validate/content"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/k8sbin"
+	kwokcfg "github.com/gangbench/gangbench/clusters/kwok"
 	"github.com/gangbench/gangbench/fakegpu"
 )
 
@@ -42,11 +47,15 @@ const Kubelet clusters.Component = "kubelet"
 
 // Labels kind puts on its worker nodes (through the kind config, i.e. the kubelet's --node-labels).
 const (
-	// LabelWorker marks the kind worker nodes that run the fake device plugin; the DaemonSet selects
+	// LabelWorker marks the kind worker nodes that run the fake device plugin; its DaemonSets select
 	// on it and readiness waits use it, so the control-plane node and kwok nodes are never waited for.
 	LabelWorker = "gangbench.dev/kind-worker"
 	// LabelPlainWorker marks the kind workers without GPUs (a node group of real kubelets without GPUs).
 	LabelPlainWorker = "gangbench.dev/kind-plain-worker"
+	// LabelGPUInventory is on every GPU worker: the index of its inventory among the cluster's
+	// distinct GPU worker inventories ("0", "1", …). With more than one, each inventory's device
+	// plugin DaemonSet selects its workers on it (a DaemonSet advertises one inventory).
+	LabelGPUInventory = "gangbench.dev/kind-gpu-inventory"
 	// schedulerMetricsContainerPort is kube-scheduler's secure port inside the control-plane node.
 	schedulerMetricsContainerPort = 10259
 	// kwokNodePrefix names the simulated nodes, as the local provider does.
@@ -56,15 +65,22 @@ const (
 // Engines are the container engines kind can run nodes on, in the order DetectEngine tries them.
 func Engines() []string { return []string{"docker", "podman", "nerdctl"} }
 
-// PluginDeployment is what the fake device plugin DaemonSet is deployed with.
+// PluginDeployment is what one fake device plugin DaemonSet is deployed with (a cluster has one per
+// GPU worker inventory).
 type PluginDeployment struct {
 	// Image is the plugin image reference, already loaded into every worker node.
 	Image string
 	// Inventory is the fake GPUs each worker advertises.
 	Inventory fakegpu.Inventory
-	// NodeSelector restricts the DaemonSet to kind worker nodes.
+	// NodeSelector restricts the DaemonSet to the kind workers of Inventory.
 	NodeSelector map[string]string
+	// Instance tells apart the DaemonSets of a cluster whose GPU workers have several inventories
+	// (fakegpu/deploy Options.Instance); "" for the one DaemonSet of a cluster with one inventory.
+	Instance string
 }
+
+// Selector is NodeSelector as a label selector string, for the readiness wait.
+func (d PluginDeployment) Selector() string { return labels.SelectorFromSet(d.NodeSelector).String() }
 
 // Options configure the provider: its mechanics (engine, state, ports, keep, seams for tests).
 // The cluster's shape (workers, kwok nodes, images, GPUs) is the Spec's, never an option, so one
@@ -95,7 +111,8 @@ type Options struct {
 	// BuildPluginArchive writes a docker-archive tar of the device plugin image tagged ref to w; nil
 	// means building it with the fakegpu/image package (see defaults.go).
 	BuildPluginArchive func(ctx context.Context, w io.Writer, ref string) error
-	// DeployDevicePlugin applies the device plugin DaemonSet; nil means fakegpu/deploy.Apply.
+	// DeployDevicePlugin applies one device plugin DaemonSet (Create calls it once per GPU worker
+	// inventory); nil means fakegpu/deploy.Apply.
 	DeployDevicePlugin func(ctx context.Context, cs kubernetes.Interface, d PluginDeployment) error
 	// EnsureNodeImage returns gangbench's node image for a Kubernetes version in engine, building it
 	// when missing; nil means EnsureNodeImage with Bins and ModuleRoot.
@@ -200,20 +217,68 @@ func validateName(name string) error {
 
 // plan is a Spec resolved into what will be created.
 type plan struct {
-	Spec         clusters.Spec
+	Spec clusters.Spec
+	// Workers, PlainWorkers and KwokNodes count the nodes of each kind over all of its groups.
 	Workers      int
 	PlainWorkers int
 	KwokNodes    int
-	GPU          fakegpu.Inventory
-	NodeImage    string
-	// WorkerLabels, PlainLabels and KwokLabels are the node groups' own labels; KwokTaints the
-	// simulated group's taints.
-	WorkerLabels, PlainLabels, KwokLabels map[string]string
-	KwokTaints                            []corev1.Taint
+	// GPU is the first GPU group's inventory, the one the handle and the state report
+	// (clusters.Cluster carries one inventory, as on the local provider).
+	GPU fakegpu.Inventory
+	// Inventories are the distinct inventories of the real GPU workers in the order the groups
+	// first use them: each gets its own device plugin DaemonSet (see plugins).
+	Inventories []fakegpu.Inventory
+	// GPUGroups, PlainGroups and KwokGroups are the node groups of each kind, in spec order.
+	GPUGroups, PlainGroups, KwokGroups []nodeGroup
+	NodeImage                          string
+}
+
+// nodeGroup is one node group as the kind provider creates it.
+type nodeGroup struct {
+	// Field names the group in messages: "nodeGroups[2]", or "nodes" for the shorthand.
+	Field string
+	Count int
+	// GPU is each node's inventory with defaults applied; the zero value for plain workers.
+	GPU fakegpu.Inventory
+	// Inventory is the index of GPU in plan.Inventories (real GPU workers only).
+	Inventory int
+	Labels    map[string]string
+	Taints    []corev1.Taint
 }
 
 // Nodes is the number of GPU nodes: kind workers plus kwok nodes.
 func (pl plan) Nodes() int { return pl.Workers + pl.KwokNodes }
+
+// plugins are the device plugin DaemonSets of the cluster, each with the image ref. GPU workers that
+// share one inventory get the one DaemonSet a kind cluster always had (selecting LabelWorker);
+// several inventories get one DaemonSet each, selecting its workers on LabelGPUInventory too,
+// because a DaemonSet's pods all run with the same arguments (the inventory).
+func (pl plan) plugins(ref string) []PluginDeployment {
+	if len(pl.Inventories) == 1 {
+		return []PluginDeployment{{Image: ref, Inventory: pl.Inventories[0], NodeSelector: map[string]string{LabelWorker: "true"}}}
+	}
+	out := make([]PluginDeployment, 0, len(pl.Inventories))
+	for i, inv := range pl.Inventories {
+		idx := strconv.Itoa(i)
+		out = append(out, PluginDeployment{
+			Image: ref, Inventory: inv, Instance: idx,
+			NodeSelector: map[string]string{LabelWorker: "true", LabelGPUInventory: idx},
+		})
+	}
+	return out
+}
+
+// kwokNodeNames are the simulated nodes' names, group by group: one numbering over all kwok groups
+// (gpu-node-0 …), as on the local provider, so that names are unique across groups and a cluster of
+// one group keeps the names it always had.
+func (pl plan) kwokNodeNames() [][]string {
+	all := kwokcfg.NodeNames(kwokNodePrefix, pl.KwokNodes)
+	out := make([][]string, len(pl.KwokGroups))
+	for i, g := range pl.KwokGroups {
+		out[i], all = all[:g.Count:g.Count], all[g.Count:]
+	}
+	return out
+}
 
 // defaultWorkers is the number of GPU workers of a spec that gives no nodes.
 const defaultWorkers = 2
@@ -244,56 +309,105 @@ func capabilities() clusters.Capabilities {
 	}
 }
 
+// maxRealWorkers bounds the kind worker containers: each runs a kubelet and containerd, and more
+// than a few dozen on one machine is a mistake (kwok nodes are for scale).
+const maxRealWorkers = 50
+
+// resolvedInventory is a group's inventory as its nodes get it: the zero inventory means
+// fakegpu's default GPUs (8), any other gets the defaults of its empty fields.
+func resolvedInventory(inv fakegpu.Inventory) fakegpu.Inventory {
+	if inv == (fakegpu.Inventory{}) {
+		inv = fakegpu.Default()
+	}
+	return inv.WithDefaults()
+}
+
 // groups sorts the spec's node groups into the three kinds of node a kind cluster has: GPU workers
 // (real kubelets and the device plugin), plain workers (real, no GPUs) and kwok nodes (simulated
-// GPU nodes). One group of each at most, and one inventory for all GPU nodes: the device plugin
-// DaemonSet and the kwok stages carry one inventory.
+// GPU nodes). Any number of groups of each kind, each with its own labels, taints and inventory:
+// real workers get theirs through their kind config node (labels as kubelet flags, taints at
+// kubeadm join, one device plugin DaemonSet per distinct inventory), kwok nodes at creation.
 func (pl *plan) groups(spec clusters.Spec) []error {
 	var errs []error
 	groups := spec.Groups()
 	if len(groups) == 0 {
 		groups = []clusters.NodeGroup{{Count: defaultWorkers, GPUs: &clusters.GroupGPUs{Inventory: spec.GPU}}}
 	}
-	var inv *fakegpu.Inventory
-	seen := map[string]int{}
+	first := true
 	for i, g := range groups {
-		field := fmt.Sprintf("nodeGroups[%d]", i)
+		ng := nodeGroup{Field: fmt.Sprintf("nodeGroups[%d]", i), Count: g.Count, Labels: g.Labels, Taints: g.Taints}
+		invField := ng.Field + ".gpus.inventory"
 		if len(spec.NodeGroups) == 0 {
-			field = "nodes"
+			ng.Field, invField = "nodes", "gpu"
 		}
+		errs = append(errs, nodeMetaErrors(ng)...)
 		real := g.Kubelet != clusters.SimulatedNodes
-		kind := map[bool]string{true: "real kubelets", false: "simulated"}[real]
 		if g.GPUs != nil {
-			kind += " with GPUs"
-			if inv != nil && *inv != g.GPUs.Inventory {
-				errs = append(errs, fmt.Errorf("%s.gpus.inventory %+v: differs from %+v: the kind provider gives every GPU node one inventory", field, g.GPUs.Inventory, *inv))
+			ng.GPU = resolvedInventory(g.GPUs.Inventory)
+			if len(spec.NodeGroups) == 0 {
+				// The shorthand's inventory is spec.GPU, which ValidateShape does not check.
+				if err := ng.GPU.Validate(); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", invField, err))
+				}
 			}
-			inv = &g.GPUs.Inventory
+			if first && g.Count > 0 {
+				pl.GPU, first = ng.GPU, false
+			}
 		}
-		if j, dup := seen[kind]; dup {
-			errs = append(errs, fmt.Errorf("%s: a second group of %s (the first is group %d): the kind provider takes one group of each kind", field, kind, j))
-		}
-		seen[kind] = i
 		switch {
 		case real && g.GPUs != nil:
-			pl.Workers, pl.WorkerLabels = g.Count, g.Labels
+			if ng.GPU.Count < 1 {
+				errs = append(errs, fmt.Errorf("%s.count: %d: real GPU workers need at least one GPU (leave gpus out for workers without GPUs)", invField, ng.GPU.Count))
+			}
+			ng.Inventory = slices.Index(pl.Inventories, ng.GPU)
+			if ng.Inventory < 0 && g.Count > 0 {
+				ng.Inventory = len(pl.Inventories)
+				pl.Inventories = append(pl.Inventories, ng.GPU)
+			}
+			pl.GPUGroups = append(pl.GPUGroups, ng)
+			pl.Workers += g.Count
 		case real:
-			pl.PlainWorkers, pl.PlainLabels = g.Count, g.Labels
+			pl.PlainGroups = append(pl.PlainGroups, ng)
+			pl.PlainWorkers += g.Count
 		case g.GPUs != nil:
-			pl.KwokNodes, pl.KwokLabels, pl.KwokTaints = g.Count, g.Labels, g.Taints
+			pl.KwokGroups = append(pl.KwokGroups, ng)
+			pl.KwokNodes += g.Count
 		default:
-			errs = append(errs, fmt.Errorf("%s: simulated nodes without GPUs: the kind provider's kwok nodes all have GPUs", field))
+			errs = append(errs, fmt.Errorf("%s: simulated nodes without GPUs: the kind provider's kwok nodes all have GPUs", ng.Field))
 		}
-		if real && len(g.Taints) > 0 {
-			// The device plugin's and the system DaemonSets' pods would have to tolerate them.
-			errs = append(errs, fmt.Errorf("%s.taints %v: taints on real kubelets are not supported by the kind provider (taint simulated groups)", field, g.Taints))
-		}
-	}
-	if inv != nil {
-		pl.GPU = *inv
 	}
 	if pl.Workers < 1 {
 		errs = append(errs, fmt.Errorf("nodes: %d real GPU workers: the kind provider needs at least one (it runs the device plugin)", pl.Workers))
+	}
+	return errs
+}
+
+// nodeMetaErrors checks a group's labels and taints as the kubelet (at join) or the apiserver (kwok
+// node creation) would, so a bad one fails before any container exists. Emptiness and effects are
+// ValidateShape's.
+func nodeMetaErrors(g nodeGroup) []error {
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(g.Labels)) {
+		if k == "" {
+			continue
+		}
+		if msgs := content.IsLabelKey(k); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s.labels: key %q: %s", g.Field, k, strings.Join(msgs, "; ")))
+		}
+		if msgs := content.IsLabelValue(g.Labels[k]); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s.labels[%q]: value %q: %s", g.Field, k, g.Labels[k], strings.Join(msgs, "; ")))
+		}
+	}
+	for j, t := range g.Taints {
+		if t.Key == "" {
+			continue
+		}
+		if msgs := content.IsLabelKey(t.Key); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s.taints[%d].key: %q: %s", g.Field, j, t.Key, strings.Join(msgs, "; ")))
+		}
+		if msgs := content.IsLabelValue(t.Value); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s.taints[%d].value: %q: %s", g.Field, j, t.Value, strings.Join(msgs, "; ")))
+		}
 	}
 	return errs
 }
@@ -316,23 +430,14 @@ func resolve(spec clusters.Spec) (plan, error) {
 	}
 	pl := plan{Spec: spec}
 	errs = append(errs, pl.groups(spec)...)
-	// Each worker is a container running a kubelet and containerd; more than a few dozen on one
-	// machine is a mistake (use kwok nodes for scale).
-	if pl.Workers > 50 {
-		errs = append(errs, fmt.Errorf("workers: %d is out of range (accepted: 1 to 50; use kwok nodes for scale)", pl.Workers))
+	if pl.Workers > maxRealWorkers {
+		errs = append(errs, fmt.Errorf("workers: %d real GPU workers over all groups is out of range (accepted: 1 to %d; use kwok nodes for scale)", pl.Workers, maxRealWorkers))
 	}
-	if pl.PlainWorkers < 0 || pl.Workers+pl.PlainWorkers > 50 {
-		errs = append(errs, fmt.Errorf("plain workers: %d next to %d GPU workers is out of range (accepted: 0 to %d)", pl.PlainWorkers, pl.Workers, max(0, 50-pl.Workers)))
+	if pl.PlainWorkers < 0 || pl.Workers+pl.PlainWorkers > maxRealWorkers {
+		errs = append(errs, fmt.Errorf("plain workers: %d over all groups next to %d GPU workers is out of range (accepted: 0 to %d)", pl.PlainWorkers, pl.Workers, max(0, maxRealWorkers-pl.Workers)))
 	}
 	if pl.KwokNodes < 0 || pl.KwokNodes > 20000 {
-		errs = append(errs, fmt.Errorf("kwok nodes: %d is out of range (accepted: 0 to 20000)", pl.KwokNodes))
-	}
-	if pl.GPU == (fakegpu.Inventory{}) {
-		pl.GPU = fakegpu.Default()
-	}
-	pl.GPU = pl.GPU.WithDefaults()
-	if err := pl.GPU.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("gpu: %w", err))
+		errs = append(errs, fmt.Errorf("kwok nodes: %d over all groups is out of range (accepted: 0 to 20000)", pl.KwokNodes))
 	}
 	img, err := nodeImage(spec.KubernetesVersion, spec.Images.Node)
 	if err != nil {

@@ -79,8 +79,12 @@ func liveCluster(t *testing.T, ctx context.Context, engine, name string, spec cl
 			t.Errorf("network %s left after delete", n)
 		}
 	})
-	if len(containers) != spec.Nodes+1 || len(volumes) < len(containers) {
-		t.Fatalf("cluster %s: containers %v, volumes %v; want %d node containers, each with a /var volume", name, containers, volumes, spec.Nodes+1)
+	pl, err := resolve(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := pl.Workers + pl.PlainWorkers + 1; len(containers) != want || len(volumes) < len(containers) {
+		t.Fatalf("cluster %s: containers %v, volumes %v; want %d node containers, each with a /var volume", name, containers, volumes, want)
 	}
 	cs, err := kubernetes.NewForConfig(cl.RESTConfig)
 	if err != nil {
@@ -99,16 +103,23 @@ func engineLines(t *testing.T, ctx context.Context, engine string, args ...strin
 }
 
 // TestIntegrationKindGPUCluster creates a kind cluster of two GPU workers from gangbench's offline
-// node image and checks it as a user would: real kubelets (not kwok) advertise the device plugin's
-// 8 GPUs, pods on every node get an address and reach the apiserver's service IP, the seed's
-// experiment 1 runs with its pods really running in containerd and the plugin's Allocate called
-// for each, the scheduler's metrics are readable, a killed kubelet comes back with its GPUs after
-// the plugin re-registers, and delete leaves no container, volume or network behind.
+// node image, in two node groups with labels of their own (a rack each), the second one tainted, and
+// checks it as a user would: each worker carries its own group's labels and taints only, real
+// kubelets (not kwok) advertise the device plugin's 8 GPUs (on the tainted worker too), pods on
+// every node get an address and reach the apiserver's service IP, the seed's experiment 1 runs with
+// its pods really running in containerd and the plugin's Allocate called for each, the scheduler's
+// metrics are readable, a killed kubelet (the tainted worker's) comes back with its GPUs after the
+// plugin re-registers, and delete leaves no container, volume or network behind.
 func TestIntegrationKindGPUCluster(t *testing.T) {
 	engine := liveEngine(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	cl, cs := liveCluster(t, ctx, engine, "gangbench-it", clusters.Spec{Nodes: 2, GPU: fakegpu.Inventory{Count: 8}})
+	gpus := &clusters.GroupGPUs{Inventory: fakegpu.Inventory{Count: 8}}
+	reserved := corev1.Taint{Key: "gangbench.dev/reserved", Value: "gang", Effect: corev1.TaintEffectNoSchedule}
+	cl, cs := liveCluster(t, ctx, engine, "gangbench-it", clusters.Spec{NodeGroups: []clusters.NodeGroup{
+		{Count: 1, GPUs: gpus, Labels: map[string]string{"gangbench.dev/rack": "r1"}},
+		{Count: 1, GPUs: gpus, Labels: map[string]string{"gangbench.dev/rack": "r2"}, Taints: []corev1.Taint{reserved}},
+	}})
 	t.Logf("versions: %v", cl.Versions)
 	for c, v := range cl.Versions {
 		if c != clusters.Etcd && v != clusters.DefaultKubernetesVersion {
@@ -117,6 +128,9 @@ func TestIntegrationKindGPUCluster(t *testing.T) {
 	}
 
 	workers := checkRealGPUWorkers(t, ctx, cs, 2, 8)
+	// kind names workers in config order: the first group's is <name>-worker, the second's -worker2.
+	checkGroupNode(t, ctx, cs, workers[0], "r1", nil)
+	checkGroupNode(t, ctx, cs, workers[1], "r2", []corev1.Taint{reserved})
 	checkPodNetwork(t, ctx, cs, clusters.DefaultKubernetesVersion)
 
 	before := map[string]int{}
@@ -242,6 +256,29 @@ func checkRealGPUWorkers(t *testing.T, ctx context.Context, cs kubernetes.Interf
 		t.Fatalf("workers %v, want %d", workers, n)
 	}
 	return workers
+}
+
+// checkGroupNode asserts that node carries its group's rack label and exactly its group's taints
+// (taints gangbench did not ask for, such as node.kubernetes.io/not-ready, do not count).
+func checkGroupNode(t *testing.T, ctx context.Context, cs kubernetes.Interface, node, rack string, taints []corev1.Taint) {
+	t.Helper()
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Labels["gangbench.dev/rack"]; got != rack {
+		t.Errorf("node %s: rack label %q, want %q (labels %v)", node, got, rack, n.Labels)
+	}
+	var ours []corev1.Taint
+	for _, tn := range n.Spec.Taints {
+		if !strings.HasPrefix(tn.Key, "node.kubernetes.io/") {
+			tn.TimeAdded = nil
+			ours = append(ours, tn)
+		}
+	}
+	if !slices.Equal(ours, taints) {
+		t.Errorf("node %s: taints %v, want %v", node, n.Spec.Taints, taints)
+	}
 }
 
 // checkPodNetwork runs a pod on every node (control plane included) that connects to the

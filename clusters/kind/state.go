@@ -60,10 +60,12 @@ type state struct {
 	SchedulerMetricsPort int      `json:"schedulerMetricsPort"`
 	// Network is the engine network the nodes are on, made by kind for this cluster alone (so that
 	// deleting the cluster can delete it without touching a network anyone else uses).
-	Network      string            `json:"network,omitempty"`
-	Workers      int               `json:"workers"`
-	PlainWorkers int               `json:"plainWorkers,omitempty"`
-	KwokNodes    int               `json:"kwokNodes"`
+	Network string `json:"network,omitempty"`
+	// Workers, PlainWorkers and KwokNodes count the nodes of each kind over all node groups.
+	Workers      int `json:"workers"`
+	PlainWorkers int `json:"plainWorkers,omitempty"`
+	KwokNodes    int `json:"kwokNodes"`
+	// GPU is the first GPU node group's inventory (Cluster.GPU carries one); other groups may differ.
 	GPU          fakegpu.Inventory `json:"gpu"`
 	Kubeconfig   string            `json:"kubeconfig"`
 	ControlPlane string            `json:"controlPlane,omitempty"`

@@ -72,19 +72,34 @@ type Options struct {
 	Image string
 	// Inventory is what every node advertises (WithDefaults applied); Count must be at least 1.
 	Inventory fakegpu.Inventory
-	// TolerateControlPlane runs the plugin on control-plane nodes too (tolerating their taint);
-	// otherwise an affinity keeps it off them.
+	// TolerateControlPlane runs the plugin on control-plane nodes too; otherwise an affinity keeps
+	// it off them. (The plugin tolerates every taint either way, the control plane's included.)
 	TolerateControlPlane bool
 	// NodeSelector further restricts the nodes, e.g. to a labelled GPU pool.
 	NodeSelector map[string]string
+	// Instance, when set, makes this one of several DaemonSets of the plugin in a cluster, one per
+	// inventory: it is named Name-Instance and its pods carry app.kubernetes.io/instance
+	// Name-Instance, which its selector requires, so the DaemonSets never claim each other's pods.
+	// Every pod keeps app.kubernetes.io/name Name, so ReadAllocations and anyone looking for "the
+	// plugin pod on a node" find it whichever DaemonSet runs it. "" is the one DaemonSet named
+	// Name; do not mix it with instances in one cluster (its selector matches their pods too).
+	Instance string
 }
 
 type templateData struct {
-	Name, Namespace, Image, ResourceName, PluginDir string
-	Count, HealthPort                               int
-	Args                                            []string
-	TolerateControlPlane                            bool
-	NodeSelector                                    map[string]string
+	Name, DaemonSetName, InstanceLabel, Namespace, Image, ResourceName, PluginDir string
+	Count, HealthPort                                                             int
+	Args                                                                          []string
+	TolerateControlPlane                                                          bool
+	NodeSelector                                                                  map[string]string
+}
+
+// DaemonSetName is the name of the DaemonSet o renders: Name, or Name-Instance.
+func (o Options) DaemonSetName() string {
+	if o.Instance == "" {
+		return Name
+	}
+	return Name + "-" + o.Instance
 }
 
 func (o Options) data() (templateData, error) {
@@ -110,11 +125,23 @@ func (o Options) data() (templateData, error) {
 			errs = append(errs, fmt.Errorf("deploy: node selector value %q of %s: %s", o.NodeSelector[k], k, strings.Join(msgs, "; ")))
 		}
 	}
+	if o.Instance != "" {
+		// The name is also a label value (the instance label), so it must be a DNS label.
+		if msgs := content.IsDNS1123Label(o.DaemonSetName()); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("deploy: instance %q: DaemonSet name %q: %s", o.Instance, o.DaemonSetName(), strings.Join(msgs, "; ")))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return templateData{}, err
 	}
+	instance := ""
+	if o.Instance != "" {
+		instance = o.DaemonSetName()
+	}
 	return templateData{
 		Name:                 Name,
+		DaemonSetName:        o.DaemonSetName(),
+		InstanceLabel:        instance,
 		Namespace:            Namespace,
 		Image:                o.Image,
 		ResourceName:         inv.ResourceName,

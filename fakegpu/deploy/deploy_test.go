@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -41,6 +42,11 @@ func TestManifestsGolden(t *testing.T) {
 			Inventory:            fakegpu.Inventory{Count: 8, NVLinkDomainSize: 4, Product: "Fake-GPU", MemoryMiB: 1024},
 			TolerateControlPlane: true,
 			NodeSelector:         map[string]string{"gangbench.dev/pool": "gpu", "kubernetes.io/os": "linux"},
+		}},
+		{golden: "daemonset-instance.golden.yaml", opts: Options{
+			Inventory:    fakegpu.Inventory{Count: 4},
+			Instance:     "1",
+			NodeSelector: map[string]string{"gangbench.dev/kind-worker": "true", "gangbench.dev/kind-gpu-inventory": "1"},
 		}},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
@@ -90,11 +96,17 @@ func TestDaemonSet(t *testing.T) {
 		len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/var/lib/kubelet/device-plugins" {
 		t.Errorf("volumes %+v mounts %+v, want the kubelet device plugin dir at the same path", spec.Volumes, c.VolumeMounts)
 	}
-	if !slices.ContainsFunc(spec.Tolerations, func(tol corev1.Toleration) bool { return tol.Key == "example.com/gpu" }) {
-		t.Errorf("no toleration for the resource taint: %+v", spec.Tolerations)
-	}
-	if slices.ContainsFunc(spec.Tolerations, func(tol corev1.Toleration) bool { return tol.Key == "node-role.kubernetes.io/control-plane" }) {
-		t.Errorf("control-plane toleration without TolerateControlPlane")
+	// Taints keep workloads off GPU nodes, never their device plugin: the resource taint, a node
+	// group's own taints of any effect.
+	for _, taint := range []corev1.Taint{
+		{Key: "example.com/gpu", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "gangbench.dev/rack", Value: "r2", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "reserved", Value: "x", Effect: corev1.TaintEffectNoExecute},
+		{Key: "soft", Effect: corev1.TaintEffectPreferNoSchedule},
+	} {
+		if !tolerates(spec.Tolerations, taint) {
+			t.Errorf("taint %v not tolerated by %+v", taint, spec.Tolerations)
+		}
 	}
 	terms := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	if len(terms) != 1 || terms[0].MatchExpressions[0].Key != "node-role.kubernetes.io/control-plane" ||
@@ -127,10 +139,8 @@ func TestDaemonSet(t *testing.T) {
 	if tol.Spec.Template.Spec.Affinity != nil {
 		t.Errorf("affinity with TolerateControlPlane: %+v", tol.Spec.Template.Spec.Affinity)
 	}
-	if !slices.ContainsFunc(tol.Spec.Template.Spec.Tolerations, func(tol corev1.Toleration) bool {
-		return tol.Key == "node-role.kubernetes.io/control-plane" && tol.Effect == corev1.TaintEffectNoSchedule
-	}) {
-		t.Errorf("no control-plane toleration: %+v", tol.Spec.Template.Spec.Tolerations)
+	if !tolerates(tol.Spec.Template.Spec.Tolerations, corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}) {
+		t.Errorf("control-plane taint not tolerated: %+v", tol.Spec.Template.Spec.Tolerations)
 	}
 	if tol.Spec.Template.Spec.NodeSelector["pool"] != "gpu" {
 		t.Errorf("node selector %v", tol.Spec.Template.Spec.NodeSelector)
@@ -142,6 +152,68 @@ func TestDaemonSet(t *testing.T) {
 	}
 	if _, ok := objs[0].(*appsv1.DaemonSet); !ok {
 		t.Errorf("Objects[0] is %T", objs[0])
+	}
+}
+
+// tolerates reports whether one of tols tolerates taint, by the rules of the Equal and Exists
+// operators (core/v1 Toleration.ToleratesTaint, without its logger).
+func tolerates(tols []corev1.Toleration, taint corev1.Taint) bool {
+	return slices.ContainsFunc(tols, func(tol corev1.Toleration) bool {
+		if tol.Effect != "" && tol.Effect != taint.Effect || tol.Key != "" && tol.Key != taint.Key {
+			return false
+		}
+		switch tol.Operator {
+		case corev1.TolerationOpExists:
+			return true
+		case "", corev1.TolerationOpEqual:
+			return tol.Key != "" && tol.Value == taint.Value
+		}
+		return false
+	})
+}
+
+// TestInstances: DaemonSets of several inventories have their own names and selectors (so neither
+// claims the other's pods), while every pod keeps the label that finds "the plugin pod on a node".
+func TestInstances(t *testing.T) {
+	one, err := DaemonSet(Options{Inventory: fakegpu.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one.Name != Name || len(one.Spec.Selector.MatchLabels) != 1 || one.Spec.Template.Labels["app.kubernetes.io/instance"] != "" {
+		t.Errorf("DaemonSet without instance: name %s selector %v pod labels %v", one.Name, one.Spec.Selector.MatchLabels, one.Spec.Template.Labels)
+	}
+	a, err := DaemonSet(Options{Inventory: fakegpu.Default(), Instance: "0", NodeSelector: map[string]string{"inv": "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := DaemonSet(Options{Inventory: fakegpu.Inventory{Count: 4}, Instance: "1", NodeSelector: map[string]string{"inv": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Name != Name+"-0" || b.Name != Name+"-1" {
+		t.Errorf("names %s, %s", a.Name, b.Name)
+	}
+	for _, ds := range []*appsv1.DaemonSet{a, b} {
+		sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sel.Matches(labels.Set(ds.Spec.Template.Labels)) {
+			t.Errorf("%s: selector %v does not match its own pods %v", ds.Name, sel, ds.Spec.Template.Labels)
+		}
+		other := a
+		if ds == a {
+			other = b
+		}
+		if sel.Matches(labels.Set(other.Spec.Template.Labels)) {
+			t.Errorf("%s: selector %v matches the pods of %s", ds.Name, sel, other.Name)
+		}
+		if ds.Spec.Template.Labels[nameLabel] != Name {
+			t.Errorf("%s: pods labelled %v, want %s=%s", ds.Name, ds.Spec.Template.Labels, nameLabel, Name)
+		}
+	}
+	if _, err := Manifests(Options{Inventory: fakegpu.Default(), Instance: "Bad_Instance"}); err == nil || !strings.Contains(err.Error(), "Bad_Instance") {
+		t.Errorf("bad instance: %v", err)
 	}
 }
 

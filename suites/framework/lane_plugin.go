@@ -20,9 +20,9 @@ import (
 // Lanes on nodes with real kubelets. A kind cluster's worker nodes run the fake GPU device plugin
 // and cannot be made per test, so a lane that asks for them (LaneSpec.PluginNodes) borrows them:
 // it labels them with its lane label, which its pods select, and removes the label when it is
-// deleted. It does not taint them, unlike its kwok nodes: the device plugin DaemonSet must be able
-// to place its pod there again during the test (a restarted kubelet may have to), and other
-// lanes' pods never land there anyway, since they select their own lane label. Features with such
+// deleted. It does not taint them, unlike its kwok nodes: other lanes' pods never land there,
+// since they select their own lane label, and a taint would add one more thing to give back (the
+// cluster's own DaemonSets tolerate every taint, so it would not keep them off). Features with such
 // lanes are Serial, so no two lanes compete for the workers.
 
 // pluginNodes are the cluster's nodes with a real kubelet and the fake GPU device plugin.
