@@ -185,6 +185,9 @@ type Capabilities struct {
 	NeedsHolder bool
 	// ProcessAccounting: Cluster.Processes tells the host processes of each component.
 	ProcessAccounting bool
+	// SchedulerCoverage: the scheduler runs as a process of this machine with the harness's
+	// environment, so a coverage-instrumented build writes its counters where GOCOVERDIR says.
+	SchedulerCoverage bool
 }
 
 // CanControl reports whether Cluster.Control of the provider's clusters stops and starts c

@@ -331,6 +331,9 @@ func (g *GoBuilder) buildKubernetesBinaries(ctx context.Context, t Target, work,
 	}
 	ld := kubeLDFlags(stamp)
 	build := []string{"build", "-trimpath", "-ldflags", ld}
+	if t.Patch != nil && t.Patch.Cover != "" {
+		build = append(build, "-cover", "-covermode=set", "-coverpkg="+t.Patch.Cover)
+	}
 	// One go build per binary so progress is per component; the shared
 	// packages are compiled once and then come from the build cache.
 	for _, b := range t.binaries() {

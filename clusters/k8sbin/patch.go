@@ -32,6 +32,9 @@ type Patch struct {
 	// is a control: the pristine code under a fork's version, to prove a result does not hang on
 	// the version string.
 	Stamp string `json:"stamp,omitempty"`
+	// Cover, when set, builds the binary with Go's coverage instrumentation of these packages
+	// (a -coverpkg pattern), so a run under GOCOVERDIR reports which statements ran.
+	Cover string `json:"cover,omitempty"`
 }
 
 // Edit replaces Old by New in File (relative to the module root). Old must occur exactly once after
@@ -50,17 +53,25 @@ func (p Patch) Digest() string {
 	// The stamp joins the digest only when set, so the digests (and cached builds) of the patches
 	// that have none stay what they were.
 	var b []byte
-	if p.Stamp == "" {
+	switch {
+	case p.Cover != "":
 		b, _ = json.Marshal(struct {
 			Binary string
 			Edits  []Edit
-		}{p.Binary, p.Edits}) // cannot fail: only strings
-	} else {
+			Stamp  string
+			Cover  string
+		}{p.Binary, p.Edits, p.Stamp, p.Cover})
+	case p.Stamp != "":
 		b, _ = json.Marshal(struct {
 			Binary string
 			Edits  []Edit
 			Stamp  string
 		}{p.Binary, p.Edits, p.Stamp})
+	default:
+		b, _ = json.Marshal(struct {
+			Binary string
+			Edits  []Edit
+		}{p.Binary, p.Edits}) // cannot fail: only strings
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
@@ -78,8 +89,8 @@ func (p Patch) Validate() error {
 			return fmt.Errorf("patch %s: stamp %q: not a version (want e.g. v1.37.2-acme.1 or v1.37.3-alpha.0.12+0123abcd)", p.Name, p.Stamp)
 		}
 	}
-	if len(p.Edits) == 0 && p.Stamp == "" {
-		return fmt.Errorf("patch %s: edits: none and no stamp (a patch that changes nothing proves nothing)", p.Name)
+	if len(p.Edits) == 0 && p.Stamp == "" && p.Cover == "" {
+		return fmt.Errorf("patch %s: edits: none, no stamp and no cover (a patch that changes nothing proves nothing)", p.Name)
 	}
 	for i, e := range p.Edits {
 		switch {

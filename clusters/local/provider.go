@@ -89,7 +89,7 @@ func capabilities() clusters.Capabilities {
 		ComponentControl: clusters.AllComponents(), SimulatedNodes: true, GPUFaults: true,
 		GPUAPIs:      []clusters.GPUAPI{clusters.GPUAPIDevicePlugin},
 		FeatureGates: clusters.AllComponents(), RuntimeConfig: true,
-		NeedsHolder: true, ProcessAccounting: true,
+		NeedsHolder: true, ProcessAccounting: true, SchedulerCoverage: true,
 	}
 }
 

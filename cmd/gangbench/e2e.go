@@ -46,6 +46,9 @@ type e2eFlags struct {
 	safety      providers.SafetyOptions
 	upstream    bool
 	verbose     bool // gangbench's --verbose, for a holder process this run starts
+	// coverage is --scheduler-coverage's directory; env is added to the suite binary's environment.
+	coverage string
+	env      []string
 }
 
 func newE2ECmd(g *globalOpts, stdout, stderr io.Writer) *cobra.Command {
@@ -95,6 +98,7 @@ Exit codes: 0 every assertion passed; 1 an assertion failed; 2 usage; 4 the harn
 	fs.StringSliceVar(&f.runtimeCfg, "runtime-config", nil, "kube-apiserver runtime-config overrides, e.g. scheduling.k8s.io/v1beta1=false")
 	fs.DurationVar(&f.deadline, "deadline", 45*time.Minute, "the whole run's deadline")
 	fs.BoolVar(&f.upstream, "upstream", false, "also run upstream's own gang e2e specs (test/e2e/scheduling at the cluster's version, built and cached) after the suites, as suite \"upstream\"")
+	fs.StringVar(&f.coverage, "scheduler-coverage", "", "build the scheduler of --k8s-version with coverage instrumentation, run the suites against it, and write its gang code's coverage into this directory (coverage.md, coverage.html, scheduler.coverprofile); providers whose scheduler is a local process only")
 	safetyFlags(fs, &f.safety)
 	cmd.AddCommand(newE2EListCmd(stdout))
 	return cmd, &f
@@ -231,9 +235,21 @@ func runE2E(ctx context.Context, g *globalOpts, f *e2eFlags, stdout, stderr io.W
 	if runDir == "" {
 		runDir = filepath.Join(root, "_output", "runs", id)
 	}
+	if f.coverage != "" {
+		if err := prepareCoverage(ctx, f, stderr); err != nil {
+			return err
+		}
+	}
 	r, logPath, err := runSuites(ctx, f, root, runDir, id, stdout, stderr)
 	if err != nil {
 		return err
+	}
+	if f.coverage != "" && !r.Interrupted {
+		// After the suite binary returned: the cluster is down and the scheduler wrote its last
+		// counters on its way out.
+		if err := writeCoverage(ctx, f.coverage, f.cluster.k8sVersion, stdout); err != nil {
+			return codedError{fmt.Errorf("scheduler coverage: %w", err), 4}
+		}
 	}
 	fmt.Fprintln(stdout)
 	if err := writeE2EReport(stdout, r); err != nil {
@@ -285,6 +301,9 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 			return nil, "", usageError{err}
 		}
 		caps = p.Capabilities()
+		if f.coverage != "" && !caps.SchedulerCoverage {
+			return nil, "", usageError{fmt.Errorf("--scheduler-coverage: the %s provider's scheduler does not run as a process of this machine, so it cannot write coverage here (use --provider local)", caps.Provider)}
+		}
 		spec = req.Spec
 		// The suite binary creates (or attaches to) the cluster of this file, and run.json records it.
 		if err := req.Write(filepath.Join(runDir, request.FileName)); err != nil {
@@ -411,7 +430,7 @@ func runSuites(ctx context.Context, f *e2eFlags, root, runDir, id string, live, 
 	// killing it outright would leave that to Pdeathsig and the stale-state cleanup.
 	run := exec.Command("go", args...)
 	run.Dir = filepath.Join(root, "suites")
-	run.Env = build.Env
+	run.Env = append(build.Env, f.env...)
 	run.Stderr = io.MultiWriter(logf, prefixWriter{w: stderr})
 	pipe, err := run.StdoutPipe()
 	if err != nil {

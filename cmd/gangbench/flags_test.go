@@ -171,6 +171,7 @@ func TestE2EFlagsReachTheRun(t *testing.T) {
 		{flag: "runtime-config", args: []string{"--runtime-config", "scheduling.k8s.io/v1beta1=false"}, what: func(p e2ePlan) any { return p.req.Spec.RuntimeConfig }},
 		{flag: "deadline", args: []string{"--deadline", "5m"}, what: func(p e2ePlan) any { return p.args }},
 		{flag: "upstream", args: []string{"--upstream"}, what: func(p e2ePlan) any { return [2]any{p.args, clusters.GPUNodes(p.req.Spec.Groups())} }},
+		{flag: "scheduler-coverage", args: []string{"--scheduler-coverage", "/cov"}, what: func(p e2ePlan) any { return p.f.coverage }},
 		{flag: "allow-existing-cluster", args: []string{"--allow-existing-cluster"}, what: func(p e2ePlan) any { return p.f.safety }},
 		{flag: "force", args: []string{"--force"}, what: func(p e2ePlan) any { return p.f.safety }},
 
