@@ -28,6 +28,10 @@ cluster: $(if $(filter kind,$(PROVIDER)),deps) build ## Create a cluster (NODES,
 e2e: deps build k8s-build ## Run the conformance suites on a fresh cluster (PROVIDER=kind|local, SUITES=barriers,preemption, E2E_FLAGS=...)
 	$(BIN) e2e --k8s-version $(K8S_VERSION) $(if $(PROVIDER),--provider $(PROVIDER)) $(if $(SUITES),--suites $(SUITES)) $(E2E_FLAGS)
 
+.PHONY: coverage
+coverage: build k8s-build ## The suites against a coverage-instrumented scheduler on local; the gang code's coverage into COVERAGE_DIR (default _output/coverage)
+	$(BIN) e2e --k8s-version $(K8S_VERSION) --provider local --scheduler-coverage $(or $(COVERAGE_DIR),_output/coverage) $(if $(SUITES),--suites $(SUITES)) $(E2E_FLAGS)
+
 .PHONY: perf
 perf: deps build k8s-build ## Throughput benchmarks: default scenario set on NODES simulated 8-GPU nodes (PROVIDER=kind, SCENARIOS=…, SLO=file, PERF_FLAGS=…)
 	$(BIN) perf run --k8s-version $(K8S_VERSION) $(if $(PROVIDER),--provider $(PROVIDER)) $(if $(filter command line,$(origin NODES)),--nodes $(NODES)) $(if $(SCENARIOS),--scenario $(SCENARIOS)) $(if $(SLO),--slo $(SLO)) $(PERF_FLAGS)
