@@ -41,7 +41,7 @@ const bmForeignScheduler = "gangbench-unknown-scheduler"
 func barrierFeatures() []framework.Feature {
 	one := framework.LaneSpec{Nodes: 1, GPUsPerNode: 8}
 	var winner, loser string
-	return bmReadyLanes([]framework.Feature{
+	return bmReadyLanes(append([]framework.Feature{
 		{
 			Suite: "barriers", Name: "barriers: gang API served and schedulingGroup kept", Lane: framework.LaneSpec{Nodes: 1, GPUsPerNode: 1},
 			Steps: []framework.Step{
@@ -241,7 +241,7 @@ func barrierFeatures() []framework.Feature {
 					}},
 			},
 		},
-	})
+	}, barrierMemberFeatures()...))
 }
 
 // bmGateFeature checks that one member with spec.schedulingGates blocks its whole group (gang when

@@ -148,8 +148,21 @@ func obsScheduledEvents(ctx context.Context, l *framework.Lane) (map[string][]co
 }
 
 var (
-	obsBindings       = map[string]string{"resource": "pods", "subresource": "binding", "verb": "POST", "code": "201"}
-	obsGroupScheduled = map[string]string{"result": "scheduled"}
+	obsBindings           = map[string]string{"resource": "pods", "subresource": "binding", "verb": "POST", "code": "201"}
+	obsGroupScheduled     = map[string]string{"result": "scheduled"}
+	obsGroupUnschedulable = map[string]string{"result": "unschedulable"}
+	obsGroupWaiting       = map[string]string{"result": "waiting_on_preemption"}
+)
+
+// The pod-group cycle metrics (gang-semantics §6.1): one count and one latency observation per root
+// group cycle, labelled with its result: scheduled (OBS-03), unschedulable (OBS-16, and OBS-14's
+// absence of it), waiting_on_preemption (OBS-13, OBS-15). The fourth, error, needs a cycle whose
+// algorithm or post-filter fails internally (a plugin's Error status, an API failure); validation
+// failures such as a priority mismatch are not counted at all (§3.4 step 2), and no object a
+// client can create was found that makes a correct scheduler's group cycle err, so it is unchecked.
+const (
+	obsGroupAttempts = "scheduler_podgroup_schedule_attempts_total"
+	obsGroupLatency  = "scheduler_podgroup_scheduling_attempt_duration_seconds"
 )
 
 func observabilityFeatures() []framework.Feature {
@@ -322,6 +335,36 @@ func observabilityFeatures() []framework.Feature {
 						t.Errorf("scheduler_preemption_attempts_total +%g during a gang preemption, want +0 (pod-by-pod preemption ran)", d)
 					}
 				}},
+			{A: framework.Assertion{ID: "OBS-13", Statement: "the gang cycle that starts the preemption counts in scheduler_podgroup_schedule_attempts_total{result=waiting_on_preemption}", Ref: ref("37", "§3.4 steps 5-6 (a successful PodGroupPostFilter sets waitingOnPreemption); §6.1; schedule_one_podgroup.go:923-935")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					if !preempted {
+						t.Skip("needs the preemption OBS-08 sets up")
+					}
+					preSched.waitDelta(ctx, t, l.Env.Scaled(15*time.Second), obsGroupAttempts, obsGroupWaiting, 1)
+				}},
+			{A: framework.Assertion{ID: "OBS-14", Statement: "no cycle of that gang counts as unschedulable: scheduler_podgroup_schedule_attempts_total{result=unschedulable} is unchanged from before the gang to its members bound", Ref: ref("37", "§3.4 step 6; §5.1 (while its victims go, the gang's cycles find ongoing preemption); §6.1; schedule_one_podgroup.go:927-931")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					if !preempted {
+						t.Skip("needs the preemption OBS-08 sets up")
+					}
+					preSched.require(t)
+					// The pods were seen bound, and a cycle counts itself before the later cycle that
+					// binds them, so every cycle of the gang is in this scrape.
+					d, err := preSched.delta(ctx, obsGroupAttempts, obsGroupUnschedulable)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if d != 0 {
+						t.Errorf("%s +%g while the gang preempted and bound, want +0 (a cycle waiting on preemption was counted unschedulable)", obsSelector(obsGroupAttempts, obsGroupUnschedulable), d)
+					}
+				}},
+			{A: framework.Assertion{ID: "OBS-15", Statement: "that cycle is timed under the same result: scheduler_podgroup_scheduling_attempt_duration_seconds_count{result=waiting_on_preemption} rises", Ref: ref("37", "§6.1 (attempts and latency are observed together, profile_metrics.go:77-80)")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					if !preempted {
+						t.Skip("needs the preemption OBS-08 sets up")
+					}
+					preSched.waitDelta(ctx, t, l.Env.Scaled(15*time.Second), obsGroupLatency+"_count", obsGroupWaiting, 1)
+				}},
 		},
 	}
 
@@ -347,6 +390,17 @@ func observabilityFeatures() []framework.Feature {
 			{A: framework.Assertion{ID: "OBS-12", Statement: "the unschedulable gang cycle raises scheduler_framework_extension_point_duration_seconds_count{extension_point=PodGroupPostFilter}", Ref: ref("38", "§3.4 step 5; §6.1")},
 				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					extSched.waitDelta(ctx, t, l.Env.Scaled(15*time.Second), "scheduler_framework_extension_point_duration_seconds_count", map[string]string{"extension_point": "PodGroupPostFilter"}, 1)
+				}},
+			{A: framework.Assertion{ID: "OBS-16", Statement: "that cycle, with no room and no lower-priority victims, counts in scheduler_podgroup_schedule_attempts_total{result=unschedulable} and not in {result=waiting_on_preemption}", Ref: ref("35", "§3.4 step 5 (post-filter without victims leaves the group unschedulable); §6.1; schedule_one_podgroup.go:927-931")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					extSched.waitDelta(ctx, t, l.Env.Scaled(15*time.Second), obsGroupAttempts, obsGroupUnschedulable, 1)
+					d, err := extSched.delta(ctx, obsGroupAttempts, obsGroupWaiting)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if d != 0 {
+						t.Errorf("%s +%g, want +0: nothing in the cluster has a lower priority than the gangs, so there is no preemption to wait on", obsSelector(obsGroupAttempts, obsGroupWaiting), d)
+					}
 				}},
 		},
 	}
