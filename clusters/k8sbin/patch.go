@@ -50,29 +50,14 @@ type Edit struct {
 // Digest names the patch's content: 16 hex digits of the SHA-256 of its binary and edits. The name
 // is left out, so renaming a patch does not rebuild it.
 func (p Patch) Digest() string {
-	// The stamp joins the digest only when set, so the digests (and cached builds) of the patches
-	// that have none stay what they were.
-	var b []byte
-	switch {
-	case p.Cover != "":
-		b, _ = json.Marshal(struct {
-			Binary string
-			Edits  []Edit
-			Stamp  string
-			Cover  string
-		}{p.Binary, p.Edits, p.Stamp, p.Cover})
-	case p.Stamp != "":
-		b, _ = json.Marshal(struct {
-			Binary string
-			Edits  []Edit
-			Stamp  string
-		}{p.Binary, p.Edits, p.Stamp})
-	default:
-		b, _ = json.Marshal(struct {
-			Binary string
-			Edits  []Edit
-		}{p.Binary, p.Edits}) // cannot fail: only strings
-	}
+	// Stamp and Cover join the digest only when set (omitempty), so the digests (and cached
+	// builds) of the patches that have neither stay what they were.
+	b, _ := json.Marshal(struct {
+		Binary string
+		Edits  []Edit
+		Stamp  string `json:",omitempty"`
+		Cover  string `json:",omitempty"`
+	}{p.Binary, p.Edits, p.Stamp, p.Cover}) // cannot fail: only strings
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
