@@ -9,9 +9,11 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 
 	"github.com/gangbench/gangbench/clusters"
+	kwokcfg "github.com/gangbench/gangbench/clusters/kwok"
 	"github.com/gangbench/gangbench/internal/poll"
 )
 
@@ -303,6 +305,28 @@ func (k *control) startKwok(ctx context.Context) error {
 	if st.Kwok.Alive() {
 		return fmt.Errorf("%s is already running (pid %d)", clusters.Kwok, st.Kwok.PID)
 	}
+	// As on the local provider (clusters/local startKwok): the node Leases the stopped controller held
+	// are released first, because a new kwok process has a new identity and would otherwise wait for
+	// them to expire and can then lose the pods bound meanwhile (clusters/kwok/leases.go says why);
+	// the restart is done once the new process holds them again, as a restarted kubelet is back when
+	// it renews its lease. The kind nodes' real kubelets' Leases are not touched. A state without a
+	// kubeconfig (tests) has no cluster to release them in.
+	start := time.Now()
+	var cs kubernetes.Interface
+	var rel kwokcfg.ReleasedLeases
+	if st.Kubeconfig != "" {
+		cfg, err := restConfigFrom(st.Kubeconfig)
+		if err != nil {
+			return err
+		}
+		cfg.QPS, cfg.Burst = 500, 1000
+		if cs, err = kubernetes.NewForConfig(cfg); err != nil {
+			return err
+		}
+		if rel, err = kwokcfg.ReleaseNodeLeases(ctx, cs); err != nil {
+			return err
+		}
+	}
 	launch := *st.KwokLaunch
 	launch.Timeout = k.timeout
 	kp, err := startKwokProcess(ctx, launch)
@@ -310,5 +334,11 @@ func (k *control) startKwok(ctx context.Context) error {
 		return err
 	}
 	st.Kwok = &kp.Ref
-	return writeState(k.stateDir, st)
+	if err := writeState(k.stateDir, st); err != nil {
+		return err
+	}
+	if cs == nil {
+		return nil
+	}
+	return errKwokNotReady(kwokcfg.WaitNodeLeasesRetaken(ctx, cs, rel, max(k.timeout-time.Since(start), 10*time.Second)), launch.LogPath)
 }

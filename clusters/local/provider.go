@@ -518,9 +518,57 @@ func (r *run) Start(ctx context.Context, c clusters.Component) error {
 	if pr.running() {
 		return fmt.Errorf("%s is already running (pid %d)", c, pr.pid())
 	}
+	if c == clusters.Kwok {
+		return r.startKwok(ctx)
+	}
 	if err := r.startComponent(ctx, c, r.spec.ReadyTimeout); err != nil {
 		return err
 	}
+	return r.recordPID(c)
+}
+
+// startKwok starts the kwok controller again the way a kubelet comes back: the node Leases the
+// stopped process held are released first (a new kwok process has a new identity and would otherwise
+// wait for them to expire, then can lose the pods bound meanwhile; see clusters/kwok/leases.go), and
+// Start returns once the new process holds them, as a restarted kubelet is back when it renews its
+// lease. Pods, nodes and the scheduler are not touched.
+func (r *run) startKwok(ctx context.Context) error {
+	cs, err := r.fastClient()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	rel, err := kwok.ReleaseNodeLeases(ctx, cs)
+	if err != nil {
+		return err
+	}
+	if err := r.startComponent(ctx, clusters.Kwok, r.spec.ReadyTimeout); err != nil {
+		return err
+	}
+	if err := r.recordPID(clusters.Kwok); err != nil {
+		return err
+	}
+	if err := kwok.WaitNodeLeasesRetaken(ctx, cs, rel, max(r.spec.ReadyTimeout-time.Since(start), 10*time.Second)); err != nil {
+		r.mu.Lock()
+		logPath := r.procs[clusters.Kwok].logPath
+		r.mu.Unlock()
+		return fmt.Errorf("%w\n--- last lines of kwok-controller log ---\n%s", err, proc.LogTail(logPath, 15))
+	}
+	return nil
+}
+
+// fastClient is an admin client with the QPS the harness uses for its own bulk work (see start).
+func (r *run) fastClient() (kubernetes.Interface, error) {
+	cfg, err := restConfigFrom(r.l.kubeconfig("admin"))
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	return kubernetes.NewForConfig(cfg)
+}
+
+// recordPID writes a (re)started component's pid into the state file.
+func (r *run) recordPID(c clusters.Component) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.st.Procs[string(c)] = proc.RefOf(r.procs[c].pid())

@@ -300,10 +300,19 @@ func (h *Harness) Collect(ctx context.Context, lane *Lane, dir string) error {
 	evs, err := lane.Client.CoreV1().Events(lane.Name).List(ctx, metav1.ListOptions{})
 	dump("events.yaml", evs, err)
 	if h.cluster != nil && (h.cluster.LogDir != "" || h.cluster.ComponentLog != nil) {
-		for _, c := range []clusters.Component{clusters.Scheduler, clusters.APIServer} {
+		// The kwok controller's log (the simulated kubelets) is a file on every provider that runs
+		// it; the control plane's may need asking a node.
+		for _, c := range []clusters.Component{clusters.Scheduler, clusters.APIServer, clusters.Kwok} {
 			var b []byte
 			var err error
-			if h.cluster.ComponentLog != nil {
+			if c == clusters.Kwok {
+				if h.cluster.LogDir == "" {
+					continue
+				}
+				if b, err = os.ReadFile(filepath.Join(h.cluster.LogDir, string(c)+".log")); err != nil {
+					continue
+				}
+			} else if h.cluster.ComponentLog != nil {
 				// Bounded: a node that cannot be asked must not hold up the rest of the run.
 				lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				b, err = h.cluster.ComponentLog(lctx, c, 2000)
