@@ -76,7 +76,7 @@ func writeCoverage(ctx context.Context, dir, version string, stdout io.Writer) e
 	if len(blocks) == 0 {
 		return fmt.Errorf("%s holds no counters: the scheduler wrote none to %s (did it run?)", profile, raw)
 	}
-	rs, err := coverage.Report(blocks, coverage.GangCode(), src)
+	rs, err := coverage.Report(blocks, coverage.GangCode(), coverage.Rules(), src)
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,8 @@ func writeCoverage(ctx context.Context, dir, version string, stdout io.Writer) e
 		return err
 	}
 	stmts, cov := coverage.Total(rs)
-	fmt.Fprintf(stdout, "scheduler coverage: %d of %d statements of the gang code (%.1f %%); %s (coverage.md, coverage.html, scheduler.coverprofile)\n",
-		cov, stmts, 100*float64(cov)/float64(max(stmts, 1)), dir)
+	reach, kinds := coverage.Unrun(rs)
+	fmt.Fprintf(stdout, "scheduler coverage: %d of %d statements of the gang code (%.1f %%), %.1f %% of the %d that run with the default gates; %d never-run statements are gaps; %s (coverage.md lists each with its reason, coverage.html, scheduler.coverprofile)\n",
+		cov, stmts, 100*float64(cov)/float64(max(stmts, 1)), 100*float64(cov)/float64(max(reach, 1)), reach, kinds[coverage.Gap], dir)
 	return nil
 }

@@ -130,6 +130,15 @@ type Uncovered struct {
 	Func               string
 	StartLine, EndLine int
 	Statements         int
+	// Cond is the condition that decides whether the block runs, as source text: the innermost
+	// if, case or loop around it; "" when the block is a function's own body.
+	Cond string
+	// Gate is the condition of an enclosing if, at any depth, that holds only with a feature gate
+	// on; "" when none.
+	Gate string
+	// Kind and Why explain why it did not run (Explain).
+	Kind Kind
+	Why  string
 }
 
 // Percent is the share of statements covered, 0 for a file with none.
@@ -141,8 +150,9 @@ func (f FileReport) Percent() float64 {
 }
 
 // Report computes each target's coverage from the profile's blocks; srcRoot is the module's source
-// directory, read to find function boundaries.
-func Report(blocks []Block, targets []Target, srcRoot string) ([]FileReport, error) {
+// directory, read to find function boundaries and the conditions around blocks that never ran,
+// which rules (then the conditions themselves) explain.
+func Report(blocks []Block, targets []Target, rules []Rule, srcRoot string) ([]FileReport, error) {
 	byFile := map[string][]Block{}
 	for _, b := range blocks {
 		byFile[b.File] = append(byFile[b.File], b)
@@ -150,7 +160,7 @@ func Report(blocks []Block, targets []Target, srcRoot string) ([]FileReport, err
 	var out []FileReport
 	for _, t := range targets {
 		fr := FileReport{Target: t}
-		funcs, err := functions(filepath.Join(srcRoot, filepath.FromSlash(t.Path)))
+		pf, err := parse(filepath.Join(srcRoot, filepath.FromSlash(t.Path)))
 		if os.IsNotExist(err) {
 			fr.Missing = true
 			out = append(out, fr)
@@ -162,7 +172,7 @@ func Report(blocks []Block, targets []Target, srcRoot string) ([]FileReport, err
 		bs := byFile[Module+"/"+t.Path]
 		sort.Slice(bs, func(i, j int) bool { return bs[i].StartLine < bs[j].StartLine })
 		for _, b := range bs {
-			fn := enclosing(funcs, b.StartLine)
+			fn := enclosing(pf.funcs, b.StartLine)
 			if t.Funcs != nil && !t.Funcs.MatchString(fn) {
 				continue
 			}
@@ -172,12 +182,43 @@ func Report(blocks []Block, targets []Target, srcRoot string) ([]FileReport, err
 				continue
 			}
 			if b.Statements > 0 {
-				fr.Uncovered = append(fr.Uncovered, Uncovered{Func: fn, StartLine: b.StartLine, EndLine: b.EndLine, Statements: b.Statements})
+				u := Uncovered{Func: fn, StartLine: b.StartLine, EndLine: b.EndLine, Statements: b.Statements}
+				u.Cond, u.Gate = controlling(pf.fset, pf.file, pf.pos(b.StartLine, b.StartCol))
+				u.Kind, u.Why = Explain(rules, t.Path, u)
+				fr.Uncovered = append(fr.Uncovered, u)
 			}
 		}
 		out = append(out, fr)
 	}
 	return out, nil
+}
+
+// Uncounted is how many of the file's statements never ran, by kind.
+func (f FileReport) Uncounted() map[Kind]int {
+	out := map[Kind]int{}
+	for _, u := range f.Uncovered {
+		out[u.Kind] += u.Statements
+	}
+	return out
+}
+
+// Reachable is the number of statements that run with the default feature gates: the target's
+// denominator.
+func (f FileReport) Reachable() int {
+	return f.Statements - f.Uncounted()[Gated]
+}
+
+// Unrun sums the reports' statements that run with the default gates (the target's denominator)
+// and their never-run statements by kind.
+func Unrun(rs []FileReport) (reachable int, kinds map[Kind]int) {
+	kinds = map[Kind]int{}
+	for _, r := range rs {
+		reachable += r.Reachable()
+		for k, n := range r.Uncounted() {
+			kinds[k] += n
+		}
+	}
+	return reachable, kinds
 }
 
 // Total sums the reports.
@@ -194,16 +235,32 @@ type funcRange struct {
 	start, end int
 }
 
-// functions lists the file's functions and methods ("Type.Method") with their line ranges.
-func functions(path string) ([]funcRange, error) {
+// parsedFile is a source file with its functions ("Type.Method") and their line ranges.
+type parsedFile struct {
+	fset  *token.FileSet
+	file  *ast.File
+	tf    *token.File
+	funcs []funcRange
+}
+
+// pos is the position of a profile's line and column (1-based, in bytes), clamped to the file.
+func (p parsedFile) pos(line, col int) token.Pos {
+	if line < 1 || line > p.tf.LineCount() {
+		return token.NoPos
+	}
+	off := int(p.tf.LineStart(line)-token.Pos(p.tf.Base())) + col - 1
+	return p.tf.Pos(min(max(off, 0), p.tf.Size()))
+}
+
+func parse(path string) (parsedFile, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return parsedFile{}, err
 	}
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
 	if err != nil {
-		return nil, err
+		return parsedFile{}, err
 	}
 	var out []funcRange
 	for _, d := range f.Decls {
@@ -217,7 +274,7 @@ func functions(path string) ([]funcRange, error) {
 		}
 		out = append(out, funcRange{name: name, start: fset.Position(fd.Pos()).Line, end: fset.Position(fd.End()).Line})
 	}
-	return out, nil
+	return parsedFile{fset: fset, file: f, tf: fset.File(f.Pos()), funcs: out}, nil
 }
 
 func recvName(e ast.Expr) string {

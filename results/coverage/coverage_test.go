@@ -50,7 +50,7 @@ func TestReport(t *testing.T) {
 	rs, err := Report(blocks, []Target{
 		{Path: "pkg/queue/q.go", Funcs: regexp.MustCompile("PodGroup")},
 		{Path: "pkg/queue/gone.go"},
-	}, root)
+	}, nil, root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestReport(t *testing.T) {
 		t.Errorf("a file not in the source is not flagged: %+v", rs[1])
 	}
 	md := Markdown("t", rs)
-	for _, want := range []string{"2 of 3 (66.7 %)", "| AddPodGroup | 7-7 | 1 |", "not in this source"} {
+	for _, want := range []string{"2 of 3 (66.7 %)", "| AddPodGroup | 7-7 | 1 | after if x &gt; 0 returned | gap |", "not in this source"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
@@ -80,5 +80,148 @@ func TestParseProfileErrors(t *testing.T) {
 	_, err := ParseProfile(strings.NewReader("mode: set\nnot a block\n"))
 	if err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("err %v, want one naming line 2", err)
+	}
+}
+
+const explainSrc = `package queue
+
+func DeletePodGroup(x int, err error) error {
+	if err != nil {
+		return err
+	}
+	switch {
+	case x > 2 && x < 5:
+		return nil
+	}
+	if logger.V(5).Enabled() {
+		x++
+	}
+	if feature.DefaultFeatureGate.Enabled(features.TopologyAwareWorkloadScheduling) {
+		x++
+	} else {
+		x--
+	}
+	return nil
+}
+`
+
+// TestExplain: each uncovered block gets the condition around it and a kind: from a rule first,
+// else from what the condition shows (an error check, a log level, a gate), else a gap; gated
+// statements leave the target's denominator.
+func TestExplain(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "pkg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "pkg", "e.go"), []byte(explainSrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const f = "k8s.io/kubernetes/pkg/e.go"
+	profile := "mode: set\n" +
+		f + ":3.45,4.16 1 1\n" + // the entry: ran
+		f + ":4.16,6.3 1 0\n" + // return err
+		f + ":8.22,9.13 1 0\n" + // case x > 2 && x < 5
+		f + ":11.27,13.3 1 0\n" + // V(5)
+		f + ":14.82,16.3 1 0\n" + // gate on
+		f + ":16.8,18.3 1 1\n" // gate off: ran
+	blocks, err := ParseProfile(strings.NewReader(profile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := []Rule{{Func: regexp.MustCompile("^DeletePodGroup$"), Cond: "x < 5", Kind: Unobservable, Why: "because"}}
+	rs, err := Report(blocks, []Target{{Path: "pkg/e.go"}}, rules, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		cond string
+		kind Kind
+	}{
+		{"if err != nil", InternalError},
+		{"case x > 2 && x < 5", Unobservable},
+		{"if logger.V(5).Enabled()", Logging},
+		{"if feature.DefaultFeatureGate.Enabled(features.TopologyAwareWorkloadScheduling)", Gated},
+	}
+	got := rs[0].Uncovered
+	if len(got) != len(want) {
+		t.Fatalf("uncovered %+v, want %d blocks", got, len(want))
+	}
+	for i, w := range want {
+		if got[i].Cond != w.cond || got[i].Kind != w.kind {
+			t.Errorf("block %d: cond %q kind %q, want %q %q", i, got[i].Cond, got[i].Kind, w.cond, w.kind)
+		}
+	}
+	if r := rs[0]; r.Reachable() != r.Statements-1 {
+		t.Errorf("reachable %d of %d statements, want all but the gated one", r.Reachable(), r.Statements)
+	}
+	if md := Markdown("t", rs); !strings.Contains(md, "| DeletePodGroup | 8-9 | 1 | case x &gt; 2 && x &lt; 5 | not observable | because |") {
+		t.Errorf("markdown lacks the explained block:\n%s", md)
+	}
+}
+
+// TestGateCond: only a block that runs with a gate on is gated; a negated gate or its else runs
+// with the default.
+func TestGateCond(t *testing.T) {
+	for cond, want := range map[string]Kind{
+		"if utilfeature.DefaultFeatureGate.Enabled(features.CompositePodGroup) && pgi.CompositePodGroup != nil": Gated,
+		"if pl.isCompositePodGroupEnabled":              Gated,
+		"if fts.EnableCompositePodGroup":                Gated,
+		"if !pl.isCompositePodGroupEnabled":             Gap,
+		"else of if pl.isCompositePodGroupEnabled":      Gap,
+		"if x || pl.isCompositePodGroupEnabled":         Gap,
+		"if pg.Spec.ParentCompositePodGroupName == nil": Gap,
+		"if err := p.Update(); err != nil":              InternalError,
+	} {
+		if got, why := Explain(nil, "f.go", Uncovered{Cond: cond}); got != want {
+			t.Errorf("%q: %s (%s), want %s", cond, got, why, want)
+		}
+	}
+	if _, why := Explain(nil, "f.go", Uncovered{Cond: "if utilfeature.DefaultFeatureGate.Enabled(features.TopologyAwareWorkloadScheduling)"}); !strings.Contains(why, "TopologyAwareWorkloadScheduling") {
+		t.Errorf("the reason does not name the gate: %s", why)
+	}
+}
+
+// TestControlling: the condition shown is the innermost one, or the last early return before the
+// block; a gate counts at any depth, and an early return on a gate that is off dominates the
+// early returns after it.
+func TestControlling(t *testing.T) {
+	const src = "package p\n\nfunc f() {\n\tif fts.EnableX {\n\t\tif a {\n\t\t\tb()\n\t\t}\n\t}\n\tif !pl.isXEnabled {\n\t\treturn\n\t}\n\tif err != nil {\n\t\treturn\n\t}\n\tc()\n}\n"
+	root := t.TempDir()
+	path := filepath.Join(root, "p.go")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pf, err := parse(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		line, col  int
+		cond, gate string
+	}{
+		{5, 8, "if a", "if fts.EnableX"},
+		{15, 2, "after if !pl.isXEnabled returned", "after if !pl.isXEnabled returned"},
+		{12, 2, "after if !pl.isXEnabled returned", "after if !pl.isXEnabled returned"},
+	} {
+		cond, gate := controlling(pf.fset, pf.file, pf.pos(c.line, c.col))
+		if cond != c.cond || gate != c.gate {
+			t.Errorf("line %d: cond %q gate %q, want %q %q", c.line, cond, gate, c.cond, c.gate)
+		}
+	}
+}
+
+// TestRules: every rule says what it is and why, and names a file of the gang code if any.
+func TestRules(t *testing.T) {
+	paths := map[string]bool{"": true}
+	for _, g := range GangCode() {
+		paths[g.Path] = true
+	}
+	for i, r := range Rules() {
+		if r.Kind == "" || r.Why == "" {
+			t.Errorf("rule %d (%s %v %q) lacks a kind or a reason", i, r.Path, r.Func, r.Cond)
+		}
+		if !paths[r.Path] {
+			t.Errorf("rule %d names %s, not a file of GangCode()", i, r.Path)
+		}
 	}
 }
