@@ -241,7 +241,7 @@ func barrierFeatures() []framework.Feature {
 					}},
 			},
 		},
-	}, barrierMemberFeatures()...))
+	}, append(barrierMemberFeatures(), barrierHintFeatures()...)...))
 }
 
 // bmGateFeature checks that one member with spec.schedulingGates blocks its whole group (gang when

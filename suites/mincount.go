@@ -3,7 +3,7 @@ package suites
 import (
 	"context"
 	"fmt"
-	"github.com/gangbench/gangbench/suites/framework"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gangbench/gangbench/scenarios"
+	"github.com/gangbench/gangbench/suites/framework"
 )
 
 // The mincount suite: what gang.minCount means once a group is complete. It is a threshold, not a
@@ -327,7 +328,7 @@ func minCountFeatures() []framework.Feature {
 					}},
 			},
 		},
-	}, minCountCycleFeatures()...))
+	}, slices.Concat(minCountCycleFeatures(), minCountBackoffFeatures(), minCountHintFeatures())...))
 }
 
 // mcStillTrue checks that a PodGroup is True/Scheduled now and after a few more scheduling

@@ -155,15 +155,55 @@ var (
 )
 
 // The pod-group cycle metrics (gang-semantics §6.1): one count and one latency observation per root
-// group cycle, labelled with its result: scheduled (OBS-03), unschedulable (OBS-16, and OBS-14's
-// absence of it), waiting_on_preemption (OBS-13, OBS-15). The fourth, error, needs a cycle whose
-// algorithm or post-filter fails internally (a plugin's Error status, an API failure); validation
-// failures such as a priority mismatch are not counted at all (§3.4 step 2), and no object a
-// client can create was found that makes a correct scheduler's group cycle err, so it is unchecked.
+// group cycle, labelled with its result, both made in one call (profile_metrics.go:77-80) at the end
+// of the cycle (schedule_one_podgroup.go:923-935), and one algorithm-latency observation per cycle
+// before its post-filter (:441). Each result a client can produce is checked: scheduled (OBS-03,
+// OBS-17), unschedulable (OBS-16, OBS-19, and OBS-14's absence of it), waiting_on_preemption (OBS-13,
+// OBS-15, OBS-18); OBS-20 ties all of them to the algorithm histogram.
+//
+// The fourth, error (:933-934), needs a cycle whose algorithm or post-filter fails internally: the
+// group's PodGroupState missing from the snapshot (:577-580), a PlacementFeasible plugin returning
+// Error (:591-594, :624-627), a member's filter or reserve ending in Error rather than a rejection
+// (:612-615), or a PodGroupPostFilter Error (:793-796). None of the in-tree plugins returns Error for
+// an object a client can create (their client-visible failures are rejections), so no test makes a
+// correct scheduler's group cycle err, and error is unchecked. What a client can trigger that reads
+// as an error (a member whose priority or schedulerName differs from the group's, §3.4 step 2) goes
+// through handlePodGroupFailureBeforeScheduling (:177-196) before any cycle and is not counted at all.
 const (
-	obsGroupAttempts = "scheduler_podgroup_schedule_attempts_total"
-	obsGroupLatency  = "scheduler_podgroup_scheduling_attempt_duration_seconds"
+	obsGroupAttempts  = "scheduler_podgroup_schedule_attempts_total"
+	obsGroupLatency   = "scheduler_podgroup_scheduling_attempt_duration_seconds"
+	obsGroupAlgorithm = "scheduler_podgroup_scheduling_algorithm_duration_seconds"
 )
+
+// obsSameDelta checks that two series rose by the same amount since the baseline, at least atLeast,
+// and returns it. Both are read from one scrape; it polls because the second may be raised a moment
+// after the first within one cycle (OBS-20's algorithm histogram is observed mid-cycle), and a
+// cycle in flight at the scrape would make a correct scheduler differ by one. A scheduler that
+// counts differently never matches. A mismatch is an Error, not a Fatal.
+func (b obsBaseline) obsSameDelta(ctx context.Context, t *testing.T, timeout time.Duration, a, c string, match map[string]string, atLeast float64) float64 {
+	t.Helper()
+	b.require(t)
+	var da, dc float64
+	err := framework.Poll(ctx, timeout, fmt.Sprintf("%s and %s to rise alike, by ≥%g", obsSelector(a, match), obsSelector(c, match), atLeast), func(ctx context.Context) (bool, string, error) {
+		after, err := b.src.get(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		if da, err = metrics.Delta(b.snap, after, a, match); err != nil {
+			return false, err.Error(), nil
+		}
+		if dc, err = metrics.Delta(b.snap, after, c, match); err != nil {
+			return false, err.Error(), nil
+		}
+		return da == dc && da >= atLeast, fmt.Sprintf("+%g and +%g", da, dc), nil
+	})
+	if err != nil {
+		t.Error(err)
+		return da
+	}
+	t.Logf("%s +%g, %s +%g", obsSelector(a, match), da, obsSelector(c, match), dc)
+	return da
+}
 
 func observabilityFeatures() []framework.Feature {
 	const suite = "observability"
@@ -240,6 +280,12 @@ func observabilityFeatures() []framework.Feature {
 					d := sched.waitDelta(ctx, t, l.Env.Scaled(15*time.Second), "scheduler_schedule_attempts_total", obsGroupScheduled, gangSize)
 					if d != gangSize {
 						t.Errorf("scheduled pod attempts +%g, want +%d", d, gangSize)
+					}
+				}},
+			{A: framework.Assertion{ID: "OBS-17", Statement: "that one cycle is timed once under the same result: scheduler_podgroup_scheduling_attempt_duration_seconds_count{result=scheduled} rises by 1, as much as scheduler_podgroup_schedule_attempts_total{result=scheduled}", Ref: ref("35", "§6.1 (attempts and latency are observed together, profile_metrics.go:77-80; schedule_one_podgroup.go:925-926)")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					if d := sched.obsSameDelta(ctx, t, l.Env.Scaled(15*time.Second), obsGroupAttempts, obsGroupLatency+"_count", obsGroupScheduled, 1); d != 1 {
+						t.Errorf("scheduled pod-group cycles +%g for one gang that fits, want +1", d)
 					}
 				}},
 		},
@@ -365,6 +411,13 @@ func observabilityFeatures() []framework.Feature {
 					}
 					preSched.waitDelta(ctx, t, l.Env.Scaled(15*time.Second), obsGroupLatency+"_count", obsGroupWaiting, 1)
 				}},
+			{A: framework.Assertion{ID: "OBS-18", Statement: "every cycle of that gang waiting on preemption is counted once: scheduler_podgroup_schedule_attempts_total{result=waiting_on_preemption} and scheduler_podgroup_scheduling_attempt_duration_seconds_count{result=waiting_on_preemption} rise by the same number, at least 1", Ref: ref("37", "§6.1; profile_metrics.go:77-80; schedule_one_podgroup.go:927-929")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					if !preempted {
+						t.Skip("needs the preemption OBS-08 sets up")
+					}
+					preSched.obsSameDelta(ctx, t, l.Env.Scaled(15*time.Second), obsGroupAttempts, obsGroupLatency+"_count", obsGroupWaiting, 1)
+				}},
 		},
 	}
 
@@ -401,6 +454,14 @@ func observabilityFeatures() []framework.Feature {
 					if d != 0 {
 						t.Errorf("%s +%g, want +0: nothing in the cluster has a lower priority than the gangs, so there is no preemption to wait on", obsSelector(obsGroupAttempts, obsGroupWaiting), d)
 					}
+				}},
+			{A: framework.Assertion{ID: "OBS-19", Statement: "every unschedulable cycle of the losing gang (it is retried with backoff) is counted once: scheduler_podgroup_schedule_attempts_total{result=unschedulable} and scheduler_podgroup_scheduling_attempt_duration_seconds_count{result=unschedulable} rise by the same number, at least 1", Ref: ref("35", "§3.7; §6.1; profile_metrics.go:77-80; schedule_one_podgroup.go:930-931")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					extSched.obsSameDelta(ctx, t, l.Env.Scaled(15*time.Second), obsGroupAttempts, obsGroupLatency+"_count", obsGroupUnschedulable, 1)
+				}},
+			{A: framework.Assertion{ID: "OBS-20", Statement: "each counted pod-group cycle ran the group algorithm once: scheduler_podgroup_schedule_attempts_total summed over its results rises by as much as scheduler_podgroup_scheduling_algorithm_duration_seconds_count, at least 2 (the winner's scheduled cycle and the loser's unschedulable one)", Ref: ref("35", "§3.4; §6.1; schedule_one_podgroup.go:441 (one algorithm observation per cycle), 923-935 (one count per cycle)")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					extSched.obsSameDelta(ctx, t, l.Env.Scaled(15*time.Second), obsGroupAttempts, obsGroupAlgorithm+"_count", nil, 2)
 				}},
 		},
 	}

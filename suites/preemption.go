@@ -414,6 +414,7 @@ func preemptionFeatures() []framework.Feature {
 		preemptorFeatures(),
 		equalPriorityFeature(),
 		preemptNeverFeature(),
+		preemptionVictimFeatures(),
 	)
 }
 

@@ -523,7 +523,7 @@ func statusFeatures() []framework.Feature {
 				}},
 		},
 	}
-	return []framework.Feature{stays, generation, writerFeature, protection, gone, losses, restart, basic}
+	return append([]framework.Feature{stays, generation, writerFeature, protection, gone, losses, restart, basic}, statusTransitionFeatures()...)
 }
 
 // staWaitGone waits until the PodGroup no longer exists, reporting its finalizers while it does.

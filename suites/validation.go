@@ -203,6 +203,11 @@ func validationFeatures() []framework.Feature {
 						t.Errorf("read-back policy %+v, want gang minCount 2", got.Spec.SchedulingPolicy)
 					}
 				}},
+			{A: framework.Assertion{ID: "VAL-25", Statement: "lowering gang.minCount below 1 on update (PATCH to -1) is rejected 422 with must be greater than or equal to 1", Ref: ref("27", "§2.3, §2.4 (the minimum holds on update: the declarative Minimum does not ratchet a changed value)")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					_, err := valPatchPG(ctx, l, immutable, `{"spec":{"schedulingPolicy":{"gang":{"minCount":-1}}}}`)
+					valExpectRejected(t, "minCount →-1", err, valInvalid, nil, "spec.schedulingPolicy.gang.minCount", "must be greater than or equal to 1")
+				}},
 			{A: framework.Assertion{ID: "VAL-11", Statement: "changing gang to basic is rejected 422 with field is immutable and field cannot be cleared once set", Ref: ref("28", "§2.4")},
 				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					_, err := valPatchPG(ctx, l, immutable, `{"spec":{"schedulingPolicy":{"gang":null,"basic":{}}}}`)
@@ -239,6 +244,14 @@ func validationFeatures() []framework.Feature {
 				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					_, err := valCreateWorkload(ctx, l, "nine", 9, nil)
 					valExpectRejected(t, "9 templates", err, valInvalid, valDeleteWorkload(ctx, l, "nine"), "must have at most 8 items")
+				}},
+			{A: framework.Assertion{ID: "VAL-26", Statement: "a Workload whose podGroupTemplate has gang minCount -1 is rejected 422 with must be greater than or equal to 1", Ref: ref("31", "§2.3, §2.5 (a template's schedulingPolicy is validated as a PodGroup's)")},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					w := scenarios.Workload(l.Name, "negative", scenarios.Template{Name: "t0"})
+					// Set by hand: the builder makes a basic policy of any minCount below 1.
+					w.Spec.PodGroupTemplates[0].SchedulingPolicy = schedv1beta1.PodGroupSchedulingPolicy{Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: -1}}
+					_, err := l.Gang.Workloads(l.Name).Create(ctx, w, metav1.CreateOptions{})
+					valExpectRejected(t, "template minCount -1", err, valInvalid, valDeleteWorkload(ctx, l, "negative"), "schedulingPolicy.gang.minCount", "must be greater than or equal to 1")
 				}},
 			{A: framework.Assertion{ID: "VAL-17", Statement: "adding a podGroupTemplate on update is rejected 422 with item may not be added", Ref: ref("31", "§2.5")},
 				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {

@@ -75,11 +75,7 @@ func (e *Env) NewLane(ctx context.Context, prefix string, spec LaneSpec) (*Lane,
 		}
 	}
 	l.Nodes = kwok.NodeNames(name, spec.Nodes)
-	opts := fakegpu.NodeOptions{
-		Labels: map[string]string{LaneLabel: name},
-		Taints: []corev1.Taint{{Key: LaneLabel, Value: name, Effect: corev1.TaintEffectNoSchedule}},
-	}
-	inv := fakegpu.Inventory{Count: spec.GPUsPerNode}.WithDefaults()
+	opts, inv := l.kwokNodeSpec()
 	if err := kwok.CreateNodes(ctx, e.Client, l.Nodes, inv, opts, 8); err != nil {
 		return l, fmt.Errorf("lane %s: create nodes: %w", name, err)
 	}
@@ -92,6 +88,42 @@ func (e *Env) NewLane(ctx context.Context, prefix string, spec LaneSpec) (*Lane,
 		return l, fmt.Errorf("lane %s: %w", name, err)
 	}
 	return l, nil
+}
+
+// kwokNodeSpec is what every simulated node of the lane carries: the lane label its pods select, the
+// taint of the same key only they tolerate, and the lane's GPUs per node.
+func (l *Lane) kwokNodeSpec() (fakegpu.NodeOptions, fakegpu.Inventory) {
+	opts := fakegpu.NodeOptions{
+		Labels: map[string]string{LaneLabel: l.Name},
+		Taints: []corev1.Taint{{Key: LaneLabel, Value: l.Name, Effect: corev1.TaintEffectNoSchedule}},
+	}
+	return opts, fakegpu.Inventory{Count: l.GPUs}.WithDefaults()
+}
+
+// AddNode adds one more simulated node to the lane while the lane is in use, like the ones NewLane
+// made (same label, taint and GPUs, so the lane's capacity stays len(Nodes) × GPUs), and returns
+// its name once it is Ready and schedulable (as NewLane, it waits out the not-ready taint the
+// apiserver gives every new node). It is for features about room that appears while pods wait.
+// The node is in Nodes from its creation on, so Delete removes it even if the wait fails. Lanes
+// that borrow the cluster's plugin nodes cannot grow: their nodes are not the lane's to make.
+func (l *Lane) AddNode(ctx context.Context) (string, error) {
+	if l.borrowed {
+		return "", fmt.Errorf("lane %s borrows the cluster's device plugin nodes; only lanes of simulated nodes can add one", l.Name)
+	}
+	name := fmt.Sprintf("%s-add-%d", l.Name, len(l.Nodes))
+	opts, inv := l.kwokNodeSpec()
+	if err := kwok.CreateNodes(ctx, l.Client, []string{name}, inv, opts, 1); err != nil {
+		return name, fmt.Errorf("lane %s: add node: %w", l.Name, err)
+	}
+	l.Nodes = append(l.Nodes, name)
+	selector := LaneLabel + "=" + l.Name
+	if err := kwok.WaitNodesReady(ctx, l.Client, selector, len(l.Nodes), l.Env.Scaled(60*time.Second)); err != nil {
+		return name, fmt.Errorf("lane %s: added node %s: %w", l.Name, name, err)
+	}
+	if err := kwok.WaitSchedulable(ctx, l.Client, selector, len(l.Nodes), l.Env.Scaled(60*time.Second), 5*time.Second, nil, LaneLabel); err != nil {
+		return name, fmt.Errorf("lane %s: added node %s: %w", l.Name, name, err)
+	}
+	return name, nil
 }
 
 // Delete removes the lane's namespace and nodes. It does not wait for the namespace to be gone:
