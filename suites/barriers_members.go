@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gangbench/gangbench/internal/poll"
 	"github.com/gangbench/gangbench/scenarios"
@@ -178,7 +179,129 @@ func barrierMemberFeatures() []framework.Feature {
 				}},
 		},
 	}
-	return []framework.Feature{prebound, countOne, deleted, finished, recreate}
+	// A PodGroup force-deleted (its protection finalizer removed, as `kubectl patch` users do for a
+	// group stuck Terminating) while its gang sits in the queue, rejected for room, then re-created.
+	// The queue must take the members out with the group and park them until it exists again
+	// (DeletePodGroup → incompletePodGroupPods), and the re-creation must bring them back
+	// (AddPodGroup). A queue that drops them leaves them Pending for good: the scheduler's pod
+	// informer has no resync, so nothing else would requeue them.
+	forcedRef := bmSemRef + "A.3; §3.2 (DeletePodGroup moves the group's queued pods to incompletePodGroupPods, scheduling_queue.go:1624-1670; AddPodGroup moves them back, :1563-1598)"
+	var forcedAt time.Time
+	forced := framework.Feature{
+		Suite: "barriers", Name: "barriers: a PodGroup force-deleted while its gang is queued", Lane: one,
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "BAR-43", Statement: "a gang (minCount 2, 2 members × 8 GPUs) rejected for room on one 8-GPU node loses its PodGroup (deleted, protection finalizer removed): neither member binds for 10s, not even alone", Ref: forcedRef},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "forced", MinCount: 2})
+					ms := framework.Members("forced", 2, 8)
+					l.CreatePods(ctx, t, ms...)
+					// Rejected first, so the gang is in the queue (backoff) when its group goes.
+					if o := l.WaitDecided(ctx, t, l.Env.Scaled(60*time.Second), names(ms)...); o.Bound("forced") != 0 {
+						t.Fatalf("a gang of 2 × 8 GPUs bound members on one 8-GPU node: %s", o)
+					}
+					if err := l.Gang.PodGroups(l.Name).Delete(ctx, "forced", metav1.DeleteOptions{}); err != nil {
+						t.Fatalf("delete PodGroup forced: %v", err)
+					}
+					if _, err := l.Gang.PodGroups(l.Name).Patch(ctx, "forced", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+						t.Fatalf("remove the finalizers of PodGroup forced: %v", err)
+					}
+					staWaitGone(ctx, t, l, l.Env.Scaled(30*time.Second), "forced")
+					bmHoldFor(ctx, t, l, l.Env.Scaled(bmHoldWindow), bmHold{Unbound: names(ms)})
+					forcedAt = time.Now()
+				}},
+			{A: framework.Assertion{ID: "BAR-44", Statement: fmt.Sprintf("one of the 2 waiting members is deleted and the PodGroup re-created under that name with minCount 1: the other binds within %s of the re-creation and the PodGroup becomes True/Scheduled", bhWakeBound), Ref: forcedRef + "; deletePodGroupMember, :1486-1512"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					if forcedAt.IsZero() {
+						t.Fatal("the PodGroup was not force-deleted (BAR-43 failed early)")
+					}
+					// One member fewer, so the one left fits the node: a group that binds one member and
+					// then fails a cycle for the other would show the known upstream True→False flip.
+					bmRemovePod(ctx, t, l, "forced-1")
+					at := time.Now()
+					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "forced", MinCount: 1})
+					bhWaitBoundWithin(ctx, t, l, at, "the PodGroup's re-creation", "boundAfterRecreation", "forced-0")
+					l.WaitCondition(ctx, t, l.Env.Scaled(30*time.Second), "forced", metav1.ConditionTrue, "Scheduled")
+				}},
+		},
+	}
+	// A member deleted while a finalizer holds it (Terminating, as a pod with a cleanup controller's
+	// finalizer or a slow volume detach is): it still exists, but must not count toward the quorum
+	// nor be scheduled. The queue keeps it (eventhandlers.go:346), so the pod-group cycle meets it and
+	// must skip it (skipPodGroupPodSchedule, schedule_one_podgroup.go:339-359, with a FailedScheduling
+	// "skip schedule deleting pod" event, schedule_one.go:551-556) and judge minCount on the others
+	// (updateUnscheduledPods, :365-382).
+	heldRef := bmSemRef + "A.4; §3.3 (AllPodsCount); schedule_one_podgroup.go:112-123, 339-382 (deleting members skipped); schedule_one.go:549-556"
+	var heldWaiting bool
+	held := framework.Feature{
+		Suite: "barriers", Name: "barriers: a member deleted under a finalizer stops counting", Lane: one,
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "BAR-45", Statement: "of a gang (minCount 3) whose 2 members wait at the quorum, one is deleted while a finalizer holds it (Terminating); a third member does not complete the quorum: the 2 live members stay unbound for 10s, and the Terminating one gets a FailedScheduling \"skip schedule deleting pod\" event, not a node", Ref: heldRef},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					// The finalizer would hold the lane's namespace for good: released at the end of
+					// this step when it failed, else by BAR-46.
+					defer func() {
+						if !heldWaiting {
+							bmReleaseFinalizers(ctx, t, l, "held-0")
+						}
+					}()
+					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "held", MinCount: 3})
+					p := l.Pod(bmMember("held-0", "held", 2))
+					p.Finalizers = []string{bmHoldFinalizer}
+					if _, err := l.Client.CoreV1().Pods(l.Name).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+						t.Fatalf("create pod held-0: %v", err)
+					}
+					l.CreatePods(ctx, t, bmMember("held-1", "held", 2))
+					bmHoldFor(ctx, t, l, l.Env.Scaled(5*time.Second), bmHold{Untouched: []string{"held-0", "held-1"}, Group: "held"})
+					if err := l.Client.CoreV1().Pods(l.Name).Delete(ctx, "held-0", metav1.DeleteOptions{}); err != nil {
+						t.Fatalf("delete pod held-0: %v", err)
+					}
+					framework.Eventually(ctx, t, l.Env.Scaled(15*time.Second), "pod held-0 Terminating", func(ctx context.Context) (bool, string, error) {
+						p, err := l.Client.CoreV1().Pods(l.Name).Get(ctx, "held-0", metav1.GetOptions{})
+						if err != nil {
+							return false, "", err
+						}
+						return p.DeletionTimestamp != nil, "no deletionTimestamp yet", nil
+					})
+					l.CreatePods(ctx, t, bmMember("held-2", "held", 2))
+					l.WaitEvent(ctx, t, l.Env.Scaled(30*time.Second), "held-0", "FailedScheduling", "skip schedule deleting pod")
+					bmHoldFor(ctx, t, l, l.Env.Scaled(bmHoldWindow), bmHold{Unbound: []string{"held-0", "held-1", "held-2"}})
+					heldWaiting = true
+				}},
+			{A: framework.Assertion{ID: "BAR-46", Statement: fmt.Sprintf("a fourth member completes the quorum of live members: the 3 bind within %s of its creation, and the Terminating one never does", bhWakeBound), Ref: heldRef},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					defer bmReleaseFinalizers(ctx, t, l, "held-0")
+					if !heldWaiting {
+						t.Fatal("the gang did not wait with a Terminating member (BAR-45 failed early)")
+					}
+					at := time.Now()
+					l.CreatePods(ctx, t, bmMember("held-3", "held", 2))
+					bhWaitBoundWithin(ctx, t, l, at, "the fourth member's creation", "boundAfterLiveQuorum", "held-1", "held-2", "held-3")
+					if o, err := l.Observe(ctx); err != nil {
+						t.Fatal(err)
+					} else if o.Pods["held-0"] == framework.Bound {
+						t.Errorf("the Terminating member held-0 was bound: %s", o)
+					}
+				}},
+		},
+	}
+	return []framework.Feature{prebound, countOne, deleted, finished, recreate, forced, held}
+}
+
+// bmHoldFinalizer keeps a deleted member Terminating until the feature releases it.
+const bmHoldFinalizer = "gangbench.dev/hold"
+
+// bmReleaseFinalizers removes the finalizers of the named pods (gone ones are fine), so the lane's
+// namespace can go. It runs on a context that outlives a failed step's.
+func bmReleaseFinalizers(ctx context.Context, t *testing.T, l *framework.Lane, pods ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	for _, n := range pods {
+		_, err := l.Client.CoreV1().Pods(l.Name).Patch(ctx, n, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("release the finalizer of pod %s (the lane's namespace waits for it): %v", n, err)
+		}
+	}
 }
 
 // bmMember is one member of group named name.

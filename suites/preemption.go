@@ -415,6 +415,7 @@ func preemptionFeatures() []framework.Feature {
 		equalPriorityFeature(),
 		preemptNeverFeature(),
 		preemptionVictimFeatures(),
+		preemptionOngoingFeatures(),
 	)
 }
 

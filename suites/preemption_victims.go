@@ -88,7 +88,7 @@ func pvExactly(ctx context.Context, t *testing.T, l *framework.Lane, r *recorder
 }
 
 func preemptionVictimFeatures() []framework.Feature {
-	return slices.Concat(victimsByPriorityFeature(), victimsPDBFeature(), victimGroupsFeature())
+	return slices.Concat(victimsByPriorityFeature(), victimsPDBFeature(), victimPDBOnlyFeature(), victimGroupsFeature())
 }
 
 // victimsByPriorityFeature: four standalone victims of priorities 10, 20, 30 and 40 fill node B,
@@ -275,6 +275,28 @@ func victimsPDBFeature() []framework.Feature {
 			},
 		},
 	}
+}
+
+// victimPDBOnlyFeature: a PodDisruptionBudget is a preference, not a veto. The only pod that can
+// make room is guarded (0 disruptions allowed): it cannot be reprieved, so it is preempted anyway
+// and counted as a violation (podgrouppreemption.go:315-322).
+func victimPDBOnlyFeature() []framework.Feature {
+	const pdb = "sole"
+	return []framework.Feature{{
+		Suite: "preemption", Name: "a PodDisruptionBudget does not stop a preemption that needs its pod", Lane: framework.LaneSpec{Nodes: 1, GPUsPerNode: 8},
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "PRE-32", Statement: "one standalone pod of priority 10 holding all 8 GPUs of a node and guarded by a PodDisruptionBudget with 0 disruptions allowed is preempted by a gang of priority 1000 needing the 8 GPUs (2 members × 4), which binds there", Ref: pvRef + "§5.5; podgrouppreemption.go:315-322 (a PDB-violating victim that cannot be reprieved is preempted and counted as a violation)"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					high := l.PriorityClass(ctx, t, "high", highValue, false)
+					l.CreatePods(ctx, t, scenarios.Member{Name: "guarded", GPUs: 8, PriorityClassName: l.PriorityClass(ctx, t, "p10", 10, false), Labels: map[string]string{"app": pdb}})
+					l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), "guarded")
+					prePDB(ctx, t, l, pdb, map[string]string{"app": pdb})
+					r := startRecorder(ctx, t, l, false)
+					pvPreemptor(ctx, t, l, high, "", 2, 4)
+					pvExactly(ctx, t, l, r, "guarded")
+				}},
+		},
+	}}
 }
 
 // victimGroupsFeature: victims that are PodGroup members. A gang of priority 10 in disruptionMode

@@ -15,6 +15,7 @@ import (
 	"github.com/gangbench/gangbench/clusters/kind"
 	"github.com/gangbench/gangbench/internal/testenv"
 	"github.com/gangbench/gangbench/suites"
+	"github.com/gangbench/gangbench/suites/framework"
 	"github.com/gangbench/gangbench/suites/mutants"
 )
 
@@ -24,15 +25,16 @@ const monitorFailure = "STATUS MONOTONICITY VIOLATION"
 
 // TestProofMutants builds each deliberately wrong scheduler (or apiserver) of suites/mutants from
 // the k8s.io/kubernetes source (cached by patch content) and runs only the suite it is wrong for
-// against it: that suite must fail, with at least the assertions the mutant names. The mutants
+// against it, narrowed to the features that hold the assertions the mutant names (proofFeatures):
+// that suite must fail, with at least those assertions. The mutants
 // report the version they were built from (v1.37.2) or, where it matters (status-leaves-true, whose
 // flips resemble a known upstream race), a fork's version of that line, so this also proves the
 // suites do not trust a version string. The pristine build passing the same suites is TestConformance's part.
 //
-// The mutants run in parallel with each other and with the other red runs (see redRun), two at a
-// time by default (-test.parallel is GOMAXPROCS): each is its own process and cluster, a red run
-// spends most of its time in waits, and a contended machine can only make a wrong build fail
-// later, not pass. The pristine runs stay serial, before them.
+// The mutants run in parallel with each other and with the other red runs (see redRun), three at a
+// time in make test (TEST_PARALLEL; Go's default is GOMAXPROCS): each is its own process and
+// cluster, a red run spends most of its time in waits, and a contended machine can only make a
+// wrong build fail later, not pass. The pristine runs stay serial, before them.
 func TestProofMutants(t *testing.T) {
 	redRun(t)
 	ms, err := mutants.All(suites.SuiteNames())
@@ -53,6 +55,7 @@ func TestProofMutants(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	all := suites.All()
 	var mu sync.Mutex
 	caughtByUpstream := map[string][]string{}
 	t.Cleanup(func() {
@@ -99,10 +102,7 @@ func TestProofMutants(t *testing.T) {
 			}
 			// Where upstream has specs about the behaviour, make test-long runs them on the same
 			// cluster after the suite: whether upstream's own tests notice is reported, not required.
-			re := "^(" + test + "|TestUpstream)$"
-			if m.Feature != "" {
-				re += "/^(" + regexp.QuoteMeta(strings.ReplaceAll(m.Feature, " ", "_")) + "|upstream_gang_specs)$"
-			}
+			re := proofRunRE(test, proofFeatures(m, all))
 			// Whether upstream's specs notice the mutant is a report, not a proof (the suite's
 			// assertions are), so make test leaves it to make test-long.
 			if m.Upstream && upstream != "" {
@@ -143,6 +143,95 @@ func TestProofMutants(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// proofFeatures names the features of m's suite a proof runs: the one m names, else every feature
+// with a step whose assertion m's caughtBy lists. nil means the whole suite: the run-wide status
+// monitor (STA-MON) judges what every feature of the suite leaves behind, so a mutant it must catch
+// gets them all. Features without such an assertion cannot show the proof anything it requires, and
+// running them cost minutes per mutant (mincount's backoff feature alone waits 30 s).
+func proofFeatures(m mutants.Mutant, all []framework.Feature) []string {
+	if m.Feature != "" {
+		return []string{m.Feature}
+	}
+	want := map[string]bool{}
+	for _, alt := range m.CaughtBy {
+		for _, id := range strings.Split(alt, "|") {
+			if id == "STA-MON" {
+				return nil
+			}
+			want[id] = true
+		}
+	}
+	var names []string
+	for _, f := range all {
+		if f.Suite != m.Suite {
+			continue
+		}
+		for _, s := range f.Steps {
+			if want[s.A.ID] {
+				names = append(names, f.Name)
+				break
+			}
+		}
+	}
+	return names
+}
+
+// proofRunRE is the -test.run pattern for a suite's test narrowed to features (all of them when
+// nil), with upstream's gang specs beside it. Go names a subtest by its name with spaces as '_'.
+func proofRunRE(test string, features []string) string {
+	re := "^(" + test + "|TestUpstream)$"
+	if len(features) == 0 {
+		return re
+	}
+	quoted := make([]string, 0, len(features)+1)
+	for _, n := range features {
+		quoted = append(quoted, regexp.QuoteMeta(strings.ReplaceAll(n, " ", "_")))
+	}
+	return re + "/^(" + strings.Join(append(quoted, "upstream_gang_specs"), "|") + ")$"
+}
+
+// TestProofFeatures checks the narrowing without a cluster: every assertion a mutant names exists in
+// its suite, and the narrowed run still holds each of them (a renamed feature or a moved assertion
+// would otherwise make the proof run features that cannot fail, and fail for the wrong reason).
+func TestProofFeatures(t *testing.T) {
+	ms, err := mutants.All(suites.SuiteNames())
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := suites.All()
+	for _, m := range ms {
+		names := proofFeatures(m, all)
+		t.Logf("%-38s %s: %q", m.Name, m.Suite, names)
+		ran := map[string]bool{}
+		for _, f := range all {
+			if f.Suite == m.Suite && (names == nil || slices.Contains(names, f.Name)) {
+				if names != nil && strings.Contains(f.Name, "/") {
+					t.Errorf("%s: feature %q has a '/', which -test.run cannot select", m.File, f.Name)
+				}
+				for _, s := range f.Steps {
+					ran[s.A.ID] = true
+				}
+			}
+		}
+		if m.Feature != "" && len(ran) == 0 {
+			t.Errorf("%s: feature %q: not a feature of suite %s", m.File, m.Feature, m.Suite)
+		}
+		for _, alt := range m.CaughtBy {
+			found := false
+			for _, id := range strings.Split(alt, "|") {
+				found = found || ran[id] || (id == "STA-MON" && names == nil)
+			}
+			if !found {
+				t.Errorf("%s: caughtBy %s: no such assertion in the features the proof runs (%v) of suite %s", m.File, alt, names, m.Suite)
+			}
+		}
+	}
+	re := regexp.MustCompile(strings.SplitN(proofRunRE("TestMinCount", []string{"gang backoff (x2)"}), "/", 2)[1])
+	if !re.MatchString("gang_backoff_(x2)") || re.MatchString("gang_backoff") {
+		t.Errorf("proofRunRE does not select exactly the named feature: %s", re)
 	}
 }
 

@@ -49,6 +49,7 @@ func VersionDifferences() []VersionDifference {
 		d("MIN-06", msgMinCount+"; "+msgPrefix),
 		d("MIN-07", msgMinCount),
 		d("STA-14", msgMinCount),
+		d("PRE-33", noMetric+"scheduler_workload_preemption_attempts_total and scheduler_workload_preemption_victims (v1.36 counts a group's preemption in scheduler_preemption_victims, executor.go:223)"),
 		d("BAR-03", noMetric+"v1.36 counts pods of an incomplete group in scheduler_pending_pods{queue=\"gated\"}; queue=\"incomplete\" does not exist (metrics.go:583-600)"),
 		d("BAR-10", "v1.36 has no entity queue: a gated member still counts toward the group (eventhandlers.go:215), the others are tried and wait at Permit, so they get FailedScheduling and PodScheduled=False (scheduling_queue.go:684-697; §10 Queue)"),
 		d("BAR-11", "follows BAR-10's v1.36 difference: the other members were already tried and backed off"),

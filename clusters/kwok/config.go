@@ -21,6 +21,11 @@ var configYAML string
 // fakegpu.SimulatedNode puts on every node.
 const ManageNodesAnnotationSelector = "kwok.x-k8s.io/node=fake"
 
+// SlowTerminationLabel on a pod keeps it Terminating on a simulated node once it is deleted (the
+// pod-delete stage skips it), like a pod whose containers take their grace period to stop; only a
+// delete with grace period 0 removes it. Suites use it for a preemption still under way.
+const SlowTerminationLabel = "gangbench.dev/slow-termination"
+
 // HealthzPath is served by the kwok controller (v0.8.0, pkg/kwok/server/healthz.go) with a plain
 // 200 "ok" on the address given by --server-address (or options.serverAddress), together with
 // /readyz and /livez. The server starts only after kwok has reached the apiserver and started its

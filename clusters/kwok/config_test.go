@@ -129,6 +129,10 @@ func TestConfigDocuments(t *testing.T) {
 	if get(del, "spec", "next", "delete") != true || get(del, "spec", "next", "finalizers", "empty") != true {
 		t.Errorf("pod-delete must empty finalizers and delete: %v", get(del, "spec", "next"))
 	}
+	// The suites hold a victim Terminating with this label (a preemption still under way).
+	if sel := fmt.Sprint(get(del, "spec", "selector")); !strings.Contains(sel, `.metadata.labels["`+SlowTerminationLabel+`"]`) || !strings.Contains(sel, "DoesNotExist") {
+		t.Errorf("pod-delete must leave pods labelled %s Terminating: selector %s", SlowTerminationLabel, sel)
+	}
 	// Config hands out copies: changing one must not change the next.
 	c := Config()
 	c[0] = 'X'

@@ -77,6 +77,10 @@ func (p *Probe) loop(ctx context.Context, interval time.Duration) {
 
 // measureUnit runs the work unit once and returns the thread CPU time it took, and its result.
 func measureUnit() (time.Duration, uint64, error) {
+	// The clock is the calling thread's: a goroutine moved to another thread between the two
+	// readings would subtract two threads' clocks (seen as a negative duration on a loaded machine).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	var t0, t1 unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &t0); err != nil {
 		return 0, 0, err

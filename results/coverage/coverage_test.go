@@ -225,3 +225,87 @@ func TestRules(t *testing.T) {
 		}
 	}
 }
+
+// TestRuleCondPrefix: a Cond starting with "if " names the if's own block, not the normal path
+// after an if that returned; any other Cond matches wherever it is contained.
+func TestRuleCondPrefix(t *testing.T) {
+	anchored := Rule{Cond: "if !exists", Kind: InternalError, Why: "w"}
+	contained := Rule{Cond: "!exists", Kind: InternalError, Why: "w"}
+	for _, c := range []struct {
+		r    Rule
+		cond string
+		want bool
+	}{
+		{anchored, "if !exists", true},
+		{anchored, "after if !exists returned", false},
+		{anchored, "if ok && !exists", false},
+		{contained, "if !exists", true},
+		{contained, "after if !exists returned", true},
+	} {
+		if got := c.r.matches("f.go", Uncovered{Cond: c.cond}); got != c.want {
+			t.Errorf("Cond %q on %q: matches %v, want %v", c.r.Cond, c.cond, got, c.want)
+		}
+	}
+}
+
+// TestRulesV1372: sample blocks of v1.37.2's gang code get the kind their source shows; in
+// particular the normal path after an early return is never taken by the rule for the return's
+// own block, and the gaps beside explained blocks stay gaps.
+func TestRulesV1372(t *testing.T) {
+	const (
+		sched  = "pkg/scheduler/schedule_one_podgroup.go"
+		gang   = "pkg/scheduler/framework/plugins/gangscheduling/gangscheduling.go"
+		queue  = "pkg/scheduler/backend/queue/scheduling_queue.go"
+		forest = "pkg/scheduler/backend/queue/workload_forest.go"
+		cache  = "pkg/scheduler/backend/cache/cache.go"
+		state  = "pkg/scheduler/backend/cache/podgroupstate.go"
+	)
+	rules := Rules()
+	for _, c := range []struct {
+		path, fn, cond string
+		want           Kind
+	}{
+		// A deleting member (finalizer) is skipped on cue: not a race.
+		{sched, "Scheduler.skipPodGroupPodSchedule", "if sched.skipPodSchedule(ctx, schedFwk, podInfo.Pod)", Gap},
+		{sched, "Scheduler.updateUnscheduledPods", "after if pgi.CompositePodGroup != nil returned", Gap},
+		{sched, "Scheduler.updateUnscheduledPods", "if pgi.CompositePodGroup != nil", Gated},
+		{sched, "Scheduler.validatePodGroup", "if _, ok := sched.Profiles[schedulerName]; !ok", InternalError},
+		{sched, "Scheduler.validatePodGroup", "after if _, ok := sched.Profiles[schedulerName]; !ok returned", Gap},
+		{sched, "Scheduler.validatePodGroup", "if pPreemptionPolicy != pgPreemptionPolicy", Gap},
+		{sched, "Scheduler.submitPodGroupAlgorithmResult", "default", InternalError},
+		{sched, "Scheduler.submitPodGroupAlgorithmResult", "if podGroupResult.waitingOnPreemption", Gap},
+		// The placement algorithm's error checks are gated like the rest of it.
+		{sched, "Scheduler.podGroupSchedulingPlacementAlgorithm", "after if result.status.IsError() returned", Gated},
+		{gang, "GangScheduling.isSchedulableAfterPodGroupAdded", "if pod.Spec.SchedulingGroup == nil", InternalError},
+		{gang, "GangScheduling.isSchedulableAfterPodGroupAdded", "if pl.areSameHierarchy(logger, pod.Namespace, *pod.Spec.SchedulingGroup.PodGroupName, addedPodGroupKey)", Gap},
+		{gang, "GangScheduling.areSameHierarchy", "if !ok1", Gated},
+		{queue, "PriorityQueue.isEntityWorthRequeuing", "if bestStrategy == queueImmediately", Unobservable},
+		{queue, "PriorityQueue.isEntityWorthRequeuing", "after if bestStrategy == queueImmediately returned", Gap},
+		{queue, "PriorityQueue.deletePodGroupMember", "if pInfo == nil", Unobservable},
+		{queue, "PriorityQueue.deletePodGroupMember", "after if pInfo == nil returned", Gap},
+		{queue, "PriorityQueue.deletePodGroupMember", "for range pInfo.UnschedulablePlugins.Union(pInfo.PendingPlugins)", Gap},
+		{queue, "PriorityQueue.DeletePodGroup", "if !hadRoot", Gated},
+		{queue, "PriorityQueue.DeletePodGroup", "if !p.activeQ.isLastPoppedEntity(rootInfoLookup)", Gap},
+		{queue, "PriorityQueue.DeletePodGroup", "after if !p.activeQ.isLastPoppedEntity(rootInfoLookup) returned", Unobservable},
+		{queue, "PriorityQueue.DeletePodGroup", "after if entity == nil returned", Gap},
+		{queue, "PriorityQueue.DeletePodGroup", "if !rootInfo.HasQueuedPodInfos()", Gap},
+		{queue, "PriorityQueue.DeletePodGroup", "after if !rootInfo.HasQueuedPodInfos() returned", Gated},
+		{queue, "PriorityQueue.GetPodGroup", "", Unobservable},
+		{forest, "workloadForest.getLeafPodGroups", "if !exists", Unobservable},
+		{forest, "workloadForest.getLeafPodGroups", "after if !exists returned", Gap},
+		{forest, "workloadForest.getLeafPodGroups", "if pg, isPG := wf.podGroups[childKey]; isPG", Gated},
+		{cache, "cacheImpl.forgetPodGroupMember", "if !exists", InternalError},
+		{cache, "cacheImpl.forgetPodGroupMember", "after if !exists returned", Gap},
+		{cache, "cacheImpl.buildPodGroupStateSnapshotTree", "case fwk.PodGroupKeyType", Gated},
+		{state, "podGroupStateData.updatePod", `if oldPod.Spec.NodeName == "" && newPod.Spec.NodeName != ""`, Unobservable},
+		{state, "podGroupState.forgetPod", "", Gap},
+	} {
+		got, why := Explain(rules, c.path, Uncovered{Func: c.fn, Cond: c.cond})
+		if got != c.want {
+			t.Errorf("%s %s %q: %s (%s), want %s", c.path, c.fn, c.cond, got, why, c.want)
+		}
+	}
+	if _, why := Explain(rules, forest, Uncovered{Func: "workloadForest.getLeafPodGroups", Cond: "if pg, isPG := wf.podGroups[childKey]; isPG"}); !strings.Contains(why, "CompositePodGroup") {
+		t.Errorf("a child lookup in the tree walk is explained by the condition's look-alike gate: %s", why)
+	}
+}

@@ -28,7 +28,8 @@ type Mutant struct {
 	// Suite is the suite the mutant is wrong for; only it runs against the mutant.
 	Suite string `json:"suite"`
 	// Feature, when set, narrows the run to that feature of the suite (the faults suite takes
-	// minutes, and only one of its features is about what the mutant breaks).
+	// minutes, and only one of its features is about what the mutant breaks). Unset, the proof runs
+	// the suite's features that hold a CaughtBy assertion (all of them for STA-MON).
 	Feature string `json:"feature,omitempty"`
 	// Wrong says, in a user's words, what the build gets wrong.
 	Wrong string `json:"wrong"`
