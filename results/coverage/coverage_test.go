@@ -128,7 +128,11 @@ func TestExplain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules := []Rule{{Func: regexp.MustCompile("^DeletePodGroup$"), Cond: "x < 5", Kind: Unobservable, Why: "because"}}
+	rules := []Rule{
+		{Func: regexp.MustCompile("^DeletePodGroup$"), Cond: "x < 5", Kind: Unobservable, Why: "because"},
+		// A gap rule never takes a block behind an off gate: that block stays gated below.
+		{Func: regexp.MustCompile("^DeletePodGroup$"), Cond: "TopologyAware", Kind: Gap, Why: "a suite would have to"},
+	}
 	rs, err := Report(blocks, []Target{{Path: "pkg/e.go"}}, rules, root)
 	if err != nil {
 		t.Fatal(err)
