@@ -27,8 +27,11 @@ const defaultControlTimeout = 2 * time.Minute
 //     moves it out and SIGKILLs the container (crictl stop --timeout 0) before the kubelet's graceful
 //     stop gets to it;
 //   - "kubelet" (every node) or "kubelet/<node>" is the kubelet systemd unit of the nodes;
-//   - the apiserver, etcd and the kwok controller are not supported: stopping the apiserver or etcd
-//     of a kubeadm cluster this way cannot be undone through the apiserver-less paths we have.
+//   - the kwok controller of the cluster's simulated nodes is a process gangbench runs on this
+//     machine (its pid and launch are in the state dir): Stop and Kill end it, Start launches it
+//     again, after which it retakes the node leases it held (kwok.WaitNodeLeasesRetaken);
+//   - the apiserver and etcd are not supported: stopping them in a kubeadm cluster this way cannot
+//     be undone through the apiserver-less paths we have.
 type control struct {
 	api     kindAPI
 	name    string
