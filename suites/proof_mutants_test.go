@@ -155,25 +155,28 @@ func proofFeatures(m mutants.Mutant, all []framework.Feature) []string {
 	if m.Feature != "" {
 		return []string{m.Feature}
 	}
-	want := map[string]bool{}
+	var ids []string
 	for _, alt := range m.CaughtBy {
 		for _, id := range strings.Split(alt, "|") {
 			if id == "STA-MON" {
 				return nil
 			}
-			want[id] = true
+			ids = append(ids, id)
 		}
 	}
+	return featuresWith(all, m.Suite, ids)
+}
+
+// featuresWith names the features (of suite, or of any suite when "") with a step whose assertion
+// is one of ids.
+func featuresWith(all []framework.Feature, suite string, ids []string) []string {
 	var names []string
 	for _, f := range all {
-		if f.Suite != m.Suite {
+		if suite != "" && f.Suite != suite {
 			continue
 		}
-		for _, s := range f.Steps {
-			if want[s.A.ID] {
-				names = append(names, f.Name)
-				break
-			}
+		if slices.ContainsFunc(f.Steps, func(s framework.Step) bool { return slices.Contains(ids, s.A.ID) }) {
+			names = append(names, f.Name)
 		}
 	}
 	return names
@@ -229,6 +232,26 @@ func TestProofFeatures(t *testing.T) {
 			}
 		}
 	}
+	// The gang-off proof's narrowing keeps each of its required assertions and a feature of every
+	// behavioural suite.
+	off := featuresWith(all, "", gangOffIDs)
+	for _, id := range gangOffIDs {
+		if len(featuresWith(all, "", []string{id})) == 0 {
+			t.Errorf("gangOffIDs: %s is no assertion of any feature", id)
+		}
+	}
+	for _, test := range behavioural {
+		suite := ""
+		for _, n := range suites.SuiteNames() {
+			if suites.TestFunc(n) == test {
+				suite = n
+			}
+		}
+		if !slices.ContainsFunc(all, func(f framework.Feature) bool { return f.Suite == suite && slices.Contains(off, f.Name) }) {
+			t.Errorf("the gang-off proof runs no feature of %s (suite %q): each behavioural suite must fail", test, suite)
+		}
+	}
+	t.Logf("gang-off proof features: %q", off)
 	re := regexp.MustCompile(strings.SplitN(proofRunRE("TestMinCount", []string{"gang backoff (x2)"}), "/", 2)[1])
 	if !re.MatchString("gang_backoff_(x2)") || re.MatchString("gang_backoff") {
 		t.Errorf("proofRunRE does not select exactly the named feature: %s", re)
