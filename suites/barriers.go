@@ -241,7 +241,7 @@ func barrierFeatures() []framework.Feature {
 					}},
 			},
 		},
-	}, append(barrierMemberFeatures(), barrierHintFeatures()...)...))
+	}, append(append(barrierMemberFeatures(), barrierBindingFeatures()...), barrierHintFeatures()...)...))
 }
 
 // bmGateFeature checks that one member with spec.schedulingGates blocks its whole group (gang when

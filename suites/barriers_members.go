@@ -284,7 +284,71 @@ func barrierMemberFeatures() []framework.Feature {
 				}},
 		},
 	}
-	return []framework.Feature{prebound, countOne, deleted, finished, recreate, forced, held}
+	// Every queued member of a gang deleted while finalizers hold them: the group's next cycle
+	// skips them all and has nothing left to place. It must still end its attempt
+	// (AddAttemptedPodGroupIfNeeded, schedule_one_podgroup.go:112-123): until then the queue takes
+	// the group as in flight and parks members that arrive for it (pendingPodGroupPods,
+	// scheduling_queue.go:914-919), so new members would wait for a requeue that never comes.
+	dyingRef := bmSemRef + "A.4; schedule_one_podgroup.go:112-123 (no member left after the skip: the attempt ends with AddAttemptedPodGroupIfNeeded), 339-359; scheduling_queue.go:914-919 (members of the last popped group wait in pendingPodGroupPods), :1166-1191"
+	var dyingSkipped bool
+	dying := framework.Feature{
+		Suite: "barriers", Name: "barriers: every queued member of a gang Terminating", Lane: one,
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "BAR-47", Statement: "both members of a gang (minCount 2, 2 × 8 GPUs) rejected for room on one 8-GPU node are deleted while finalizers hold them: the gang's next retry skips both (a FailedScheduling \"skip schedule deleting pod\" event on each) and neither binds", Ref: dyingRef},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					defer func() {
+						if !dyingSkipped {
+							bmReleaseFinalizers(ctx, t, l, "dying-0", "dying-1")
+						}
+					}()
+					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "dying", MinCount: 2})
+					for _, m := range framework.Members("dying", 2, 8) {
+						p := l.Pod(m)
+						p.Finalizers = []string{bmHoldFinalizer}
+						if _, err := l.Client.CoreV1().Pods(l.Name).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+							t.Fatalf("create pod %s: %v", m.Name, err)
+						}
+					}
+					if o := l.WaitDecided(ctx, t, l.Env.Scaled(60*time.Second), "dying-0", "dying-1"); o.Bound("dying") != 0 {
+						t.Fatalf("a gang of 2 × 8 GPUs bound members on one 8-GPU node: %s", o)
+					}
+					for _, n := range []string{"dying-0", "dying-1"} {
+						if err := l.Client.CoreV1().Pods(l.Name).Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
+							t.Fatalf("delete pod %s: %v", n, err)
+						}
+					}
+					// The rejected gang is retried on its backoff timer (MIN-21), with no event.
+					for _, n := range []string{"dying-0", "dying-1"} {
+						l.WaitEvent(ctx, t, l.Env.Scaled(60*time.Second), n, "FailedScheduling", "skip schedule deleting pod")
+					}
+					// No canary here: any other pod popped would hide a queue that still takes
+					// this group as in flight, which BAR-48 checks. The skip events show the
+					// scheduler looked.
+					if o, err := l.Observe(ctx); err != nil {
+						t.Fatal(err)
+					} else if o.Bound("dying") != 0 {
+						t.Fatalf("a Terminating member was bound: %s", o)
+					}
+					dyingSkipped = true
+				}},
+			{A: framework.Assertion{ID: "BAR-48", Statement: fmt.Sprintf("2 new members (4 GPUs each) join the gang: both bind within %s of the second one's creation, the Terminating ones never", bhWakeBound), Ref: dyingRef},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					defer bmReleaseFinalizers(ctx, t, l, "dying-0", "dying-1")
+					if !dyingSkipped {
+						t.Fatal("the Terminating members were not skipped (BAR-47 failed early)")
+					}
+					l.CreatePods(ctx, t, bmMember("dying-2", "dying", 4), bmMember("dying-3", "dying", 4))
+					at := time.Now()
+					bhWaitBoundWithin(ctx, t, l, at, "the new members' creation", "boundAfterAllSkipped", "dying-2", "dying-3")
+					if o, err := l.Observe(ctx); err != nil {
+						t.Fatal(err)
+					} else if o.Pods["dying-0"] == framework.Bound || o.Pods["dying-1"] == framework.Bound {
+						t.Errorf("a Terminating member was bound: %s", o)
+					}
+				}},
+		},
+	}
+	return []framework.Feature{prebound, countOne, deleted, finished, recreate, forced, held, dying}
 }
 
 // bmHoldFinalizer keeps a deleted member Terminating until the feature releases it.

@@ -30,9 +30,11 @@ const (
 	mcMsgNodesAvailable = "nodes are available"
 	mcMsgPriorityFmt    = "all pods in a single pod group should have the same priority as the pod group's priority, got %d and %d"
 	mcMsgSchedulerName  = "should have the same .spec.schedulerName set"
-	mcOtherScheduler    = "other-scheduler"
-	mcFastRejectBound   = 30 * time.Second
-	mcPriorityClassVal  = 1000
+	// mcMsgPreemptionPolicy is the part both of validatePodGroup's preemption-policy messages share.
+	mcMsgPreemptionPolicy = "all pods in a single pod group should have the same preemption policy"
+	mcOtherScheduler      = "other-scheduler"
+	mcFastRejectBound     = 30 * time.Second
+	mcPriorityClassVal    = 1000
 )
 
 func minCountFeatures() []framework.Feature {
@@ -301,6 +303,33 @@ func minCountFeatures() []framework.Feature {
 						c := l.WaitCondition(ctx, t, l.Env.Scaled(30*time.Second), "prio", metav1.ConditionFalse, corev1.PodReasonSchedulerError)
 						if !strings.Contains(c.Message, want) {
 							t.Errorf("condition message %q lacks %q", c.Message, want)
+						}
+					}},
+			},
+		},
+		{
+			// Two PriorityClasses of the same value that differ only in preemptionPolicy: the
+			// priority check passes, so only the preemption-policy check can reject the group
+			// (validatePodGroup, schedule_one_podgroup.go:237-251: without the alpha gate
+			// PodGroupPreemptionPolicy the first member's policy is the group's; with it, the
+			// group's own; the message starts the same either way).
+			Suite: "mincount", Name: "mincount: members must share a preemption policy", Lane: one,
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "MIN-30", Statement: "PodGroup of priority 1000 whose 2 members use two priority-1000 classes, one PreemptLowerPriority and one Never: every member gets FailedScheduling \"…should have the same preemption policy…\" and PodScheduled=False/SchedulerError, none binds, and the PodGroup is False/SchedulerError", Ref: bmSemRef + "B.14; §3.4; schedule_one_podgroup.go:237-251"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+						preempt := l.PriorityClass(ctx, t, fmt.Sprintf("p%d", mcPriorityClassVal), mcPriorityClassVal, false)
+						never := l.PriorityClass(ctx, t, fmt.Sprintf("p%d-never", mcPriorityClassVal), mcPriorityClassVal, true)
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "policy", MinCount: 2, PriorityClassName: preempt})
+						ms := framework.Members("policy", 2, 2)
+						ms[0].PriorityClassName, ms[1].PriorityClassName = preempt, never
+						l.CreatePods(ctx, t, ms...)
+						for _, m := range ms {
+							l.WaitEvent(ctx, t, l.Env.Scaled(30*time.Second), m.Name, "FailedScheduling", mcMsgPreemptionPolicy)
+						}
+						mcWaitPodReasons(ctx, t, l, names(ms), corev1.PodReasonSchedulerError)
+						c := l.WaitCondition(ctx, t, l.Env.Scaled(30*time.Second), "policy", metav1.ConditionFalse, corev1.PodReasonSchedulerError)
+						if !strings.Contains(c.Message, mcMsgPreemptionPolicy) {
+							t.Errorf("condition message %q lacks %q", c.Message, mcMsgPreemptionPolicy)
 						}
 					}},
 			},

@@ -233,7 +233,7 @@ func localServer(server string) (ok bool, why string) {
 }
 
 // DeleteManaged deletes, in the cluster behind cs, the namespaces, PriorityClasses,
-// ClusterRoleBindings, ClusterRoles and nodes labelled ManagedLabel=true, and nothing else: it is
+// ClusterRoleBindings, ClusterRoles, ValidatingAdmissionPolicies (and their bindings) and nodes labelled ManagedLabel=true, and nothing else: it is
 // `gangbench cluster delete` for a cluster gangbench did not create, where everything else belongs
 // to someone. Each object is checked for the label again before it is deleted (a server that ignored
 // the selector must not turn this into "delete everything"), and deleted with a UID precondition,
@@ -283,6 +283,22 @@ func DeleteManaged(ctx context.Context, cs kubernetes.Interface) error {
 	} else {
 		for _, o := range l.Items {
 			del("clusterrole", o.Name, o.Labels, o.UID, cs.RbacV1().ClusterRoles().Delete)
+		}
+	}
+	// Admission policies refusing bindings (suites/framework.RefuseBindings): the binding first, so
+	// the policy is never left bound to nothing.
+	if l, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().List(ctx, sel); err != nil {
+		errs = append(errs, fmt.Errorf("list validatingadmissionpolicybindings: %w", err))
+	} else {
+		for _, o := range l.Items {
+			del("validatingadmissionpolicybinding", o.Name, o.Labels, o.UID, cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete)
+		}
+	}
+	if l, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, sel); err != nil {
+		errs = append(errs, fmt.Errorf("list validatingadmissionpolicies: %w", err))
+	} else {
+		for _, o := range l.Items {
+			del("validatingadmissionpolicy", o.Name, o.Labels, o.UID, cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete)
 		}
 	}
 	if l, err := cs.CoreV1().Nodes().List(ctx, sel); err != nil {

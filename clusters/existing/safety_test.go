@@ -3,6 +3,7 @@ package existing
 import (
 	"context"
 	"errors"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -234,6 +235,10 @@ func TestDeleteManaged(t *testing.T) {
 		&rbacv1.ClusterRoleBinding{ObjectMeta: meta("cluster-admin", nil)},
 		&corev1.Node{ObjectMeta: meta("kwok-gpu-0", managed)},
 		&corev1.Node{ObjectMeta: meta("gpu-node-1", nil)},
+		&admissionv1.ValidatingAdmissionPolicy{ObjectMeta: meta("gb-refuse", managed)},
+		&admissionv1.ValidatingAdmissionPolicy{ObjectMeta: meta("team-policy", nil)},
+		&admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: meta("gb-refuse", managed)},
+		&admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: meta("team-policy", nil)},
 	}
 	want := map[string][]string{
 		"namespaces":          {"kube-system", "lookalike", "team-a"},
@@ -242,6 +247,8 @@ func TestDeleteManaged(t *testing.T) {
 		"clusterroles":        {"cluster-admin"},
 		"clusterrolebindings": {"cluster-admin"},
 		"nodes":               {"gpu-node-1"},
+		"policies":            {"team-policy"},
+		"policybindings":      {"team-policy"},
 	}
 	check := func(t *testing.T, cs *fake.Clientset) {
 		t.Helper()
@@ -265,9 +272,11 @@ func TestDeleteManaged(t *testing.T) {
 		for path, kind := range map[string]string{
 			"/api/v1/namespaces": "v1 NamespaceList",
 			"/api/v1/nodes":      "v1 NodeList",
-			"/apis/scheduling.k8s.io/v1/priorityclasses":             "scheduling.k8s.io/v1 PriorityClassList",
-			"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings": "rbac.authorization.k8s.io/v1 ClusterRoleBindingList",
-			"/apis/rbac.authorization.k8s.io/v1/clusterroles":        "rbac.authorization.k8s.io/v1 ClusterRoleList",
+			"/apis/scheduling.k8s.io/v1/priorityclasses":                              "scheduling.k8s.io/v1 PriorityClassList",
+			"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings":                  "rbac.authorization.k8s.io/v1 ClusterRoleBindingList",
+			"/apis/rbac.authorization.k8s.io/v1/clusterroles":                         "rbac.authorization.k8s.io/v1 ClusterRoleList",
+			"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies":       "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyList",
+			"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings": "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBindingList",
 		} {
 			apiVersion, kind, _ := strings.Cut(kind, " ")
 			mux.HandleFunc("GET "+path, func(w http.ResponseWriter, _ *http.Request) {
@@ -296,7 +305,9 @@ func TestDeleteManaged(t *testing.T) {
 			t.Fatal(err)
 		}
 		slices.Sort(deleted)
-		want := []string{"/api/v1/namespaces/ours", "/api/v1/nodes/ours", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/ours",
+		want := []string{"/api/v1/namespaces/ours", "/api/v1/nodes/ours",
+			"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/ours", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/ours",
+			"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/ours",
 			"/apis/rbac.authorization.k8s.io/v1/clusterroles/ours", "/apis/scheduling.k8s.io/v1/priorityclasses/ours"}
 		if !slices.Equal(deleted, want) {
 			t.Errorf("deleted %v, want %v", deleted, want)
@@ -343,6 +354,10 @@ func left(t *testing.T, cs *fake.Clientset) map[string][]string {
 	add("clusterrolebindings", err, namesOf(crbs.Items, func(o rbacv1.ClusterRoleBinding) string { return o.Name })...)
 	nodes, err := cs.CoreV1().Nodes().List(ctx, all)
 	add("nodes", err, namesOf(nodes.Items, func(o corev1.Node) string { return o.Name })...)
+	vaps, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, all)
+	add("policies", err, namesOf(vaps.Items, func(o admissionv1.ValidatingAdmissionPolicy) string { return o.Name })...)
+	vapbs, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().List(ctx, all)
+	add("policybindings", err, namesOf(vapbs.Items, func(o admissionv1.ValidatingAdmissionPolicyBinding) string { return o.Name })...)
 	return out
 }
 

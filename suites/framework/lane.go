@@ -126,11 +126,14 @@ func (l *Lane) AddNode(ctx context.Context) (string, error) {
 	return name, nil
 }
 
-// Delete removes the lane's namespace and nodes. It does not wait for the namespace to be gone:
+// Delete removes the lane's namespace and nodes (and a binding refusal it may hold). It does not wait for the namespace to be gone:
 // pods on simulated nodes are deleted at once, and PodGroups follow when the controller-manager has
 // removed their protection finalizer.
 func (l *Lane) Delete(ctx context.Context) error {
 	var errs []string
+	if err := l.deleteRefusal(ctx); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if err := l.Client.CoreV1().Namespaces().Delete(ctx, l.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		errs = append(errs, err.Error())
 	}
