@@ -294,7 +294,7 @@ func barrierMemberFeatures() []framework.Feature {
 	dying := framework.Feature{
 		Suite: "barriers", Name: "barriers: every queued member of a gang Terminating", Lane: one,
 		Steps: []framework.Step{
-			{A: framework.Assertion{ID: "BAR-47", Statement: "both members of a gang (minCount 2, 2 × 8 GPUs) rejected for room on one 8-GPU node are deleted while finalizers hold them: the gang's next retry skips both (a FailedScheduling \"skip schedule deleting pod\" event on each) and neither binds", Ref: dyingRef},
+			{A: framework.Assertion{ID: "BAR-47", Statement: "both members of a gang (minCount 2, 2 × 8 GPUs) rejected for room on one 8-GPU node are deleted while finalizers hold them: the gang's next retry skips both (a FailedScheduling \"skip schedule deleting pod\" event on each) and neither binds, not even after one is relabelled (which puts it back in the queue)", Ref: dyingRef},
 				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					defer func() {
 						if !dyingSkipped {
@@ -321,6 +321,13 @@ func barrierMemberFeatures() []framework.Feature {
 					for _, n := range []string{"dying-0", "dying-1"} {
 						l.WaitEvent(ctx, t, l.Env.Scaled(60*time.Second), n, "FailedScheduling", "skip schedule deleting pod")
 					}
+					// A skipped member is in no queue: an update (here a label) makes the queue add
+					// it again (scheduling_queue.go:1447-1455, podGroupMemberPods.update finds it
+					// nowhere), and the next cycle must skip it again, not bind it.
+					if _, err := l.Client.CoreV1().Pods(l.Name).Patch(ctx, "dying-0", types.MergePatchType, []byte(`{"metadata":{"labels":{"gangbench.dev/touched":"true"}}}`), metav1.PatchOptions{}); err != nil {
+						t.Fatalf("relabel pod dying-0: %v", err)
+					}
+					bmHoldFor(ctx, t, l, l.Env.Scaled(5*time.Second), bmHold{Unbound: []string{"dying-0", "dying-1"}})
 					// No canary here: any other pod popped would hide a queue that still takes
 					// this group as in flight, which BAR-48 checks. The skip events show the
 					// scheduler looked.

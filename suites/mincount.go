@@ -295,15 +295,7 @@ func minCountFeatures() []framework.Feature {
 							ms[i].PriorityClassName = pc
 						}
 						l.CreatePods(ctx, t, ms...)
-						want := fmt.Sprintf(mcMsgPriorityFmt, mcPriorityClassVal, 0)
-						for _, m := range ms {
-							l.WaitEvent(ctx, t, l.Env.Scaled(30*time.Second), m.Name, "FailedScheduling", want)
-						}
-						mcWaitPodReasons(ctx, t, l, names(ms), corev1.PodReasonSchedulerError)
-						c := l.WaitCondition(ctx, t, l.Env.Scaled(30*time.Second), "prio", metav1.ConditionFalse, corev1.PodReasonSchedulerError)
-						if !strings.Contains(c.Message, want) {
-							t.Errorf("condition message %q lacks %q", c.Message, want)
-						}
+						mcWaitGroupError(ctx, t, l, "prio", names(ms), fmt.Sprintf(mcMsgPriorityFmt, mcPriorityClassVal, 0))
 					}},
 			},
 		},
@@ -323,14 +315,7 @@ func minCountFeatures() []framework.Feature {
 						ms := framework.Members("policy", 2, 2)
 						ms[0].PriorityClassName, ms[1].PriorityClassName = preempt, never
 						l.CreatePods(ctx, t, ms...)
-						for _, m := range ms {
-							l.WaitEvent(ctx, t, l.Env.Scaled(30*time.Second), m.Name, "FailedScheduling", mcMsgPreemptionPolicy)
-						}
-						mcWaitPodReasons(ctx, t, l, names(ms), corev1.PodReasonSchedulerError)
-						c := l.WaitCondition(ctx, t, l.Env.Scaled(30*time.Second), "policy", metav1.ConditionFalse, corev1.PodReasonSchedulerError)
-						if !strings.Contains(c.Message, mcMsgPreemptionPolicy) {
-							t.Errorf("condition message %q lacks %q", c.Message, mcMsgPreemptionPolicy)
-						}
+						mcWaitGroupError(ctx, t, l, "policy", names(ms), mcMsgPreemptionPolicy)
 					}},
 			},
 		},
@@ -393,6 +378,22 @@ func mcPatchMinCount(ctx context.Context, t *testing.T, l *framework.Lane, group
 	}
 	if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != minCount {
 		t.Fatalf("PodGroup %s after the patch: schedulingPolicy %+v, want gang.minCount %d", group, pg.Spec.SchedulingPolicy, minCount)
+	}
+}
+
+// mcWaitGroupError waits for what the scheduler does with a group it refuses before any placement
+// (validatePodGroup: handlePodGroupFailureBeforeScheduling): a FailedScheduling event with msg on
+// every member, each member PodScheduled=False/SchedulerError, and the PodGroup False/SchedulerError
+// with msg in its message.
+func mcWaitGroupError(ctx context.Context, t *testing.T, l *framework.Lane, group string, pods []string, msg string) {
+	t.Helper()
+	for _, p := range pods {
+		l.WaitEvent(ctx, t, l.Env.Scaled(30*time.Second), p, "FailedScheduling", msg)
+	}
+	mcWaitPodReasons(ctx, t, l, pods, corev1.PodReasonSchedulerError)
+	c := l.WaitCondition(ctx, t, l.Env.Scaled(30*time.Second), group, metav1.ConditionFalse, corev1.PodReasonSchedulerError)
+	if !strings.Contains(c.Message, msg) {
+		t.Errorf("condition message %q lacks %q", c.Message, msg)
 	}
 }
 

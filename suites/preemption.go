@@ -416,6 +416,7 @@ func preemptionFeatures() []framework.Feature {
 		preemptNeverFeature(),
 		preemptionVictimFeatures(),
 		preemptionOngoingFeatures(),
+		preemptionSplitFeatures(),
 	)
 }
 
