@@ -65,11 +65,18 @@ type Spec struct {
 	Nodes int `json:"nodes,omitempty"`
 	// GPU describes each node's fake GPUs in the Nodes shorthand.
 	GPU fakegpu.Inventory `json:"gpu,omitzero"`
+	// Topology records the blocks and racks the GPU node groups were laid out in (--topology): the
+	// groups already carry its labels, one group per rack; this says which keys mean what, for
+	// reports and for runs that place gangs by topology.
+	Topology *Topology `json:"topology,omitempty"`
 	// Images are the node, scheduler and device plugin images, for providers whose nodes are
 	// containers (Capabilities.Images).
 	Images Images `json:"images,omitzero"`
 	// KubernetesVersion of the control plane, e.g. "v1.37.2".
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// Features are the workload features (FeatureSets) the cluster was asked to host; ApplyFeatures
+	// has already put their gates and API versions into FeatureGates and RuntimeConfig.
+	Features []string `json:"features,omitempty"`
 	// FeatureGates are set on every Kubernetes component, over the defaults (GangFeatureGates).
 	FeatureGates map[string]bool `json:"featureGates,omitempty"`
 	// ComponentFeatureGates override FeatureGates for one component, e.g. the scheduler with

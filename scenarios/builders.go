@@ -34,6 +34,9 @@ type Group struct {
 	// Workload and Template set spec.workloadRef.
 	Workload, Template string
 	Labels             map[string]string
+	// TopologyKey, when set, asks that every member land in one domain of that node label
+	// (spec.schedulingConstraints.topology; TopologyAwareWorkloadScheduling).
+	TopologyKey string
 }
 
 // PodGroup builds a v1beta1 PodGroup.
@@ -50,6 +53,9 @@ func PodGroup(namespace string, g Group) *schedv1beta1.PodGroup {
 	}
 	if g.Workload != "" {
 		pg.Spec.WorkloadRef = &schedv1beta1.WorkloadReference{WorkloadName: g.Workload, TemplateName: g.Template}
+	}
+	if g.TopologyKey != "" {
+		pg.Spec.SchedulingConstraints = &schedv1beta1.PodGroupSchedulingConstraints{Topology: []schedv1beta1.TopologyConstraint{{Key: g.TopologyKey}}}
 	}
 	return pg
 }

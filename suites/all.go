@@ -14,19 +14,23 @@ import (
 type suite struct {
 	name, test string
 	features   func() []framework.Feature
+	// cluster are the workload features (clusters.FeatureSets) its cluster must have; its
+	// assertions skip elsewhere, naming the gate that is off.
+	cluster []string
 }
 
 // registry lists the suites in run order.
 func registry() []suite {
 	return []suite{
-		{"experiments", "TestExperiments", experimentFeatures},
-		{"barriers", "TestBarriers", barrierFeatures},
-		{"mincount", "TestMinCount", minCountFeatures},
-		{"preemption", "TestPreemption", preemptionFeatures},
-		{"status", "TestStatus", statusFeatures},
-		{"validation", "TestValidation", validationFeatures},
-		{"observability", "TestObservability", observabilityFeatures},
-		{"faults", "TestFaults", faultFeatures},
+		{name: "experiments", test: "TestExperiments", features: experimentFeatures},
+		{name: "barriers", test: "TestBarriers", features: barrierFeatures},
+		{name: "mincount", test: "TestMinCount", features: minCountFeatures},
+		{name: "preemption", test: "TestPreemption", features: preemptionFeatures},
+		{name: "status", test: "TestStatus", features: statusFeatures},
+		{name: "validation", test: "TestValidation", features: validationFeatures},
+		{name: "observability", test: "TestObservability", features: observabilityFeatures},
+		{name: "faults", test: "TestFaults", features: faultFeatures},
+		{name: "topology", test: "TestTopology", features: topologyFeatures, cluster: []string{"tas"}},
 	}
 }
 
@@ -47,6 +51,17 @@ func SuiteNames() []string {
 		out = append(out, s.name)
 	}
 	return out
+}
+
+// ClusterFeatures are the workload features (clusters.FeatureSets) a cluster must have for the
+// suite to run rather than skip; nil for the suites of the gang core.
+func ClusterFeatures(name string) []string {
+	for _, s := range registry() {
+		if s.name == name {
+			return s.cluster
+		}
+	}
+	return nil
 }
 
 // TestFunc is the Go test that runs a suite, for -test.run filters; "" for an unknown suite.

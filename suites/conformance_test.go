@@ -39,6 +39,7 @@ var (
 	k8sVersion     = flag.String("k8s-version", clusters.DefaultKubernetesVersion, "Kubernetes version (local cluster)")
 	schedulerGates = flag.String("scheduler-feature-gates", "", "feature gates for the scheduler only, e.g. GenericWorkload=false (local cluster)")
 	runtimeConfig  = flag.String("runtime-config", "", "kube-apiserver runtime-config overrides, e.g. scheduling.k8s.io/v1beta1=false (local cluster)")
+	featureSets    = flag.String("features", "", "workload features to switch on, comma-separated (clusters.FeatureNames), e.g. tas")
 	keepCluster    = flag.Bool("keep-cluster", false, "leave the created cluster running (kind; a local cluster dies with this binary: use gangbench e2e --keep-cluster)")
 	scale          = flag.Float64("timeout-scale", 1, "multiply every timeout")
 	provider       = flag.String("provider", "local", "cluster provider when no -kubeconfig is given: local or kind")
@@ -73,7 +74,7 @@ func parseKV(s string) map[string]string {
 }
 
 // clusterFlags are the flags that -cluster-request replaces.
-var clusterFlags = []string{"scheduler-binary", "kube-bin-dir", "k8s-version", "scheduler-feature-gates", "runtime-config", "keep-cluster", "provider", "workers", "node-image", "scheduler-image"}
+var clusterFlags = []string{"scheduler-binary", "kube-bin-dir", "k8s-version", "scheduler-feature-gates", "runtime-config", "features", "keep-cluster", "provider", "workers", "node-image", "scheduler-image"}
 
 // requestOf is the cluster request of the flags: the -cluster-request file, or one built from the
 // individual flags.
@@ -101,6 +102,11 @@ func requestOf() (request.Request, error) {
 			gates[k] = b
 		}
 		spec.ComponentFeatureGates = map[clusters.Component]map[string]bool{clusters.Scheduler: gates}
+	}
+	if *featureSets != "" {
+		if err := clusters.ApplyFeatures(&spec, strings.Split(*featureSets, ",")); err != nil {
+			return request.Request{}, err
+		}
 	}
 	r := request.New(*provider, spec)
 	r.Keep = *keepCluster
@@ -211,6 +217,7 @@ func TestStatus(t *testing.T)        { run(t, "status") }
 func TestValidation(t *testing.T)    { run(t, "validation") }
 func TestObservability(t *testing.T) { run(t, "observability") }
 func TestFaults(t *testing.T)        { run(t, "faults") }
+func TestTopology(t *testing.T)      { run(t, "topology") }
 
 // TestUpstream runs upstream's gang specs last, alone on the cluster (they create PriorityClasses
 // and patch a node), and reports each as an assertion UPS-NN of suite "upstream", numbered in name

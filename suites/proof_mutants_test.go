@@ -108,6 +108,10 @@ func TestProofMutants(t *testing.T) {
 			if m.Upstream && upstream != "" {
 				args = append(args, "-upstream-binary", upstream)
 			}
+			// A suite of a workload feature needs its cluster to host it.
+			if fs := suites.ClusterFeatures(m.Suite); len(fs) > 0 {
+				args = append(args, "-features", strings.Join(fs, ","))
+			}
 			// Half the waits: a wrong build makes positive waits run out (a pristine run's set-up
 			// steps take seconds of their 30-90 s), and pass thresholds do not scale.
 			args = append(args, "-timeout-scale", "0.5")

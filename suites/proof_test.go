@@ -175,6 +175,29 @@ func TestConformanceKind(t *testing.T) {
 	}
 }
 
+// TestConformanceFeatures runs the suites of workload features (suites.ClusterFeatures) on a local
+// cluster that hosts their features, each on its own: in the package's own run (TestMain's
+// cluster, gang core only) they skip, naming the gate that is off.
+func TestConformanceFeatures(t *testing.T) {
+	skipUnlessProof(t)
+	for _, name := range suites.SuiteNames() {
+		fs := suites.ClusterFeatures(name)
+		if len(fs) == 0 {
+			continue
+		}
+		test := suites.TestFunc(name)
+		t.Run(name, func(t *testing.T) {
+			err, out, failed := runSuiteBinary(t, "^"+test+"$", "-features", strings.Join(fs, ","))
+			if err != nil || len(failed) > 0 {
+				t.Errorf("suite %s with features %v: %v; failed assertions %v\n%s\n%s", name, fs, err, failed, failures(out, 120), tail(out, 40))
+			}
+			if !strings.Contains(out, "--- PASS: "+test+" ") || strings.Contains(out, "--- SKIP: "+test+"/") {
+				t.Errorf("%s did not pass with every assertion run on a cluster with features %v\n%s", test, fs, tail(out, 40))
+			}
+		})
+	}
+}
+
 func skipWithoutEngine(t *testing.T) {
 	t.Helper()
 	if _, err := kind.DetectEngine(context.Background(), ""); err != nil {

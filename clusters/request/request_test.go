@@ -144,3 +144,55 @@ func TestFlagShape(t *testing.T) {
 		t.Errorf("without real kubelets: %+v, %v", spec, err)
 	}
 }
+
+func TestFlagShapeTopology(t *testing.T) {
+	topo := &clusters.Topology{Blocks: 2, RacksPerBlock: 2, NodesPerRack: 2}
+	racks := func(spec clusters.Spec, kubelet string) (nodes int, names map[string]bool) {
+		names = map[string]bool{}
+		for _, g := range spec.NodeGroups {
+			if g.Kubelet != kubelet {
+				continue
+			}
+			nodes += g.Count
+			names[g.Labels[clusters.DefaultRackKey]] = true
+		}
+		return nodes, names
+	}
+	// Every node simulated: the racks are all the nodes.
+	var local clusters.Spec
+	if err := (FlagShape{Topology: topo, GPU: fakegpu.Inventory{Count: 8}}).Apply(&local, false); err != nil {
+		t.Fatal(err)
+	}
+	if n, names := racks(local, ""); n != 8 || len(names) != 4 || local.Nodes != 0 || local.Topology != topo || local.NodeGroups[0].GPUs.Inventory.Count != 8 {
+		t.Errorf("local: %d nodes in racks %v, spec %+v", n, names, local)
+	}
+	// Real kubelets: the racks are the workers, simulated nodes stay apart and unlabelled.
+	var kind clusters.Spec
+	if err := (FlagShape{Topology: topo, KwokNodes: 3}).Apply(&kind, true); err != nil {
+		t.Fatal(err)
+	}
+	if n, names := racks(kind, clusters.RealKubelets); n != 8 || len(names) != 4 {
+		t.Errorf("kind: %d workers in racks %v", n, names)
+	}
+	if n, names := racks(kind, clusters.SimulatedNodes); n != 3 || !names[""] || len(names) != 1 {
+		t.Errorf("kind: %d simulated nodes with racks %v, want 3 without", n, names)
+	}
+	for _, tt := range []struct {
+		f    FlagShape
+		real bool
+		want string
+	}{
+		{FlagShape{Topology: topo, Nodes: 5}, false, "nodes: 5 requested, but topology blocks=2,racks-per-block=2,nodes-per-rack=2 makes 8"},
+		{FlagShape{Topology: topo, Workers: 3}, true, "workers: 3 requested, but topology"},
+		{FlagShape{Topology: topo, Nodes: 9, KwokNodes: 2}, true, "makes 8 workers, + 2 kwok nodes = 10"},
+	} {
+		var spec clusters.Spec
+		if err := tt.f.Apply(&spec, tt.real); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: %v, want %q", tt.f, err, tt.want)
+		}
+	}
+	var ok clusters.Spec
+	if err := (FlagShape{Topology: topo, Nodes: 8}).Apply(&ok, false); err != nil {
+		t.Errorf("--nodes equal to the topology's count: %v", err)
+	}
+}

@@ -19,6 +19,9 @@ const DefaultRealWorkers = 2
 type FlagShape struct {
 	Nodes, Workers, KwokNodes, PlainWorkers int
 	GPU                                     fakegpu.Inventory
+	// Topology, when set, lays the GPU nodes (the real workers where the provider has real
+	// kubelets, else every node) out in blocks and racks: one node group per rack.
+	Topology *clusters.Topology
 }
 
 // ForSuites is the shape the conformance suites need on a provider with real kubelets: at least
@@ -47,10 +50,28 @@ func (f FlagShape) Apply(spec *clusters.Spec, realKubelets bool) error {
 		if f.Workers != 0 || f.KwokNodes != 0 || f.PlainWorkers != 0 {
 			return fmt.Errorf("workers (%d), kwok nodes (%d) and plain workers (%d): the provider has no real kubelets, every node is simulated (use nodes)", f.Workers, f.KwokNodes, f.PlainWorkers)
 		}
+		if t := f.Topology; t != nil {
+			if f.Nodes != 0 && f.Nodes != t.Nodes() {
+				return fmt.Errorf("nodes: %d requested, but topology %s makes %d", f.Nodes, t, t.Nodes())
+			}
+			spec.Nodes, spec.GPU, spec.Topology = 0, fakegpu.Inventory{}, t
+			spec.NodeGroups = t.Groups(clusters.NodeGroup{GPUs: &clusters.GroupGPUs{Inventory: f.GPU}})
+			return nil
+		}
 		spec.Nodes, spec.GPU = f.Nodes, f.GPU
 		return nil
 	}
 	workers := f.Workers
+	if t := f.Topology; t != nil {
+		// The racks are the real workers; simulated nodes (the suites' lanes, scale) stay apart.
+		switch {
+		case workers > 0 && workers != t.Nodes():
+			return fmt.Errorf("workers: %d requested, but topology %s makes %d", workers, t, t.Nodes())
+		case workers == 0 && f.Nodes > 0 && f.Nodes != t.Nodes()+f.KwokNodes:
+			return fmt.Errorf("nodes: %d requested, but topology %s makes %d workers, + %d kwok nodes = %d", f.Nodes, t, t.Nodes(), f.KwokNodes, t.Nodes()+f.KwokNodes)
+		}
+		workers = t.Nodes()
+	}
 	switch {
 	case workers > 0 && f.Nodes > 0 && f.Nodes != workers+f.KwokNodes:
 		return fmt.Errorf("nodes: %d requested, but %d workers + %d kwok nodes make %d", f.Nodes, workers, f.KwokNodes, workers+f.KwokNodes)
@@ -64,6 +85,10 @@ func (f FlagShape) Apply(spec *clusters.Spec, realKubelets bool) error {
 	}
 	gpus := func() *clusters.GroupGPUs { return &clusters.GroupGPUs{Inventory: f.GPU} }
 	groups := []clusters.NodeGroup{{Count: workers, Kubelet: clusters.RealKubelets, GPUs: gpus()}}
+	if f.Topology != nil {
+		groups = f.Topology.Groups(groups[0])
+		spec.Topology = f.Topology
+	}
 	if f.PlainWorkers > 0 {
 		groups = append(groups, clusters.NodeGroup{Count: f.PlainWorkers, Kubelet: clusters.RealKubelets})
 	}

@@ -40,6 +40,8 @@ type clusterFlags struct {
 	schedulerBin  string
 	cacheDir      string
 	featureGates  []string
+	features      []string
+	topology      string
 	schedGates    []string
 	schedulerArgs []string
 	timeout       time.Duration
@@ -69,6 +71,8 @@ func (f *clusterFlags) register(cmd *cobra.Command, g *globalOpts, defaultNodes 
 	fs.StringVar(&f.schedulerBin, "scheduler-binary", "", "run this kube-scheduler binary as the scheduler under test (a fork, a PR build); kind wraps it into an image, so it must be static (CGO_ENABLED=0)")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "where built binaries are cached (default: user cache dir/gangbench/bin, or $GANGBENCH_CACHE_DIR)")
 	fs.StringSliceVar(&f.featureGates, "feature-gates", nil, "extra feature gates for every component, e.g. TopologyAwareWorkloadScheduling=true")
+	fs.StringSliceVar(&f.features, "features", nil, "workload features to switch on, with every gate and API version each needs on every component: "+strings.Join(clusters.FeatureNames(), ", ")+" (--feature-gates still has the last word)")
+	fs.StringVar(&f.topology, "topology", "", "lay the GPU nodes out in blocks and racks, as node labels: blocks=B,racks-per-block=R,nodes-per-rack=N[,block-key=K][,rack-key=K] (B×R×N nodes; kind: the real workers)")
 	fs.StringSliceVar(&f.schedGates, "scheduler-feature-gates", nil, "feature gates for the scheduler only, e.g. GenericWorkload=false")
 	fs.StringArrayVar(&f.schedulerArgs, "scheduler-arg", nil, "extra kube-scheduler flag as name=value, e.g. kube-api-qps=5000 (repeatable)")
 	fs.DurationVar(&f.timeout, "timeout", 3*time.Minute, "how long components and nodes may take to become ready")
@@ -149,6 +153,18 @@ func (f *clusterFlags) requestShaped(provider string, adjust func(*request.FlagS
 	r.CacheDir = absOrEmpty(f.cacheDir)
 	r.Engine = f.engine
 	shape := request.FlagShape{Nodes: f.nodes, Workers: f.workers, KwokNodes: f.kwokNodes, GPU: spec.GPU}
+	if f.topology != "" {
+		t, err := clusters.ParseTopology(f.topology)
+		if err != nil {
+			return request.Request{}, usageError{err}
+		}
+		// --nodes defaults to a number of its own; with a topology only a --nodes the user gave
+		// must agree with it.
+		if len(f.changed("nodes")) == 0 && f.fs != nil {
+			shape.Nodes = 0
+		}
+		shape.Topology = &t
+	}
 	if adjust != nil {
 		adjust(&shape, caps)
 	}
@@ -201,7 +217,7 @@ func (f *clusterFlags) changed(names ...string) []string {
 
 // clusterShaping are the flags that shape a cluster gangbench creates; with --kubeconfig there is
 // none to shape. (--k8s-version and --cache-dir still choose what is built, e.g. upstream's specs.)
-var clusterShaping = []string{"name", "nodes", "gpus-per-node", "gpu-product", "kube-bin-dir", "scheduler-binary", "feature-gates", "scheduler-feature-gates", "scheduler-arg", "timeout", "engine", "workers", "node-image", "scheduler-image", "kwok-nodes"}
+var clusterShaping = []string{"name", "nodes", "gpus-per-node", "gpu-product", "kube-bin-dir", "scheduler-binary", "feature-gates", "features", "topology", "scheduler-feature-gates", "scheduler-arg", "timeout", "engine", "workers", "node-image", "scheduler-image", "kwok-nodes"}
 
 // refuseWithKubeconfig refuses flags that would shape a cluster when the run uses an existing one.
 func (f *clusterFlags) refuseWithKubeconfig(kubeconfig string, names []string) error {
@@ -280,6 +296,9 @@ func (f *clusterFlags) spec() (clusters.Spec, error) {
 	}
 	if len(sargs) > 0 {
 		spec.ExtraArgs = map[clusters.Component]map[string]string{clusters.Scheduler: sargs}
+	}
+	if err := clusters.ApplyFeatures(&spec, f.features); err != nil {
+		return clusters.Spec{}, usageError{err}
 	}
 	// The provider's own rules (Provider.Validate) apply to the whole request, once its user has
 	// filled in what it needs (validateRequest).

@@ -542,7 +542,10 @@ func e2eRequest(f *e2eFlags, provider string, pid int) (request.Request, error) 
 		return request.Request{}, err
 	}
 	if len(f.runtimeCfg) > 0 {
-		req.Spec.RuntimeConfig = map[string]string{}
+		// Over what --features asked for: the raw flag has the last word.
+		if req.Spec.RuntimeConfig == nil {
+			req.Spec.RuntimeConfig = map[string]string{}
+		}
 		for _, kv := range f.runtimeCfg {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || k == "" {

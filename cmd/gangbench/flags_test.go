@@ -155,6 +155,12 @@ func TestE2EFlagsReachTheRun(t *testing.T) {
 		{flag: "scheduler-binary", args: []string{"--scheduler-binary", "/s"}, what: spec},
 		{flag: "cache-dir", args: []string{"--cache-dir", "/c"}, what: func(p e2ePlan) any { return p.req.CacheDir }},
 		{flag: "feature-gates", args: []string{"--feature-gates", "TopologyAwareWorkloadScheduling=true"}, what: func(p e2ePlan) any { return p.req.Spec.FeatureGates }},
+		{flag: "features", args: []string{"--features", "composite"}, what: func(p e2ePlan) any {
+			return []any{p.req.Spec.Features, p.req.Spec.FeatureGates, p.req.Spec.RuntimeConfig}
+		}},
+		{flag: "topology", args: []string{"--topology", "blocks=1,racks-per-block=2,nodes-per-rack=2"}, what: func(p e2ePlan) any { return p.req.Spec.NodeGroups }},
+		{flag: "features", args: []string{"--features", "gpus"}, refused: "--features"},
+		{flag: "topology", args: []string{"--topology", "blocks=1"}, refused: "--topology"},
 		{flag: "scheduler-feature-gates", args: []string{"--scheduler-feature-gates", "GenericWorkload=false"}, what: func(p e2ePlan) any { return p.req.Spec.ComponentFeatureGates }},
 		{flag: "scheduler-arg", args: []string{"--scheduler-arg", "kube-api-qps=5000"}, what: func(p e2ePlan) any { return p.req.Spec.ExtraArgs }},
 		{flag: "timeout", args: []string{"--timeout", "7m"}, what: func(p e2ePlan) any { return p.req.Spec.ReadyTimeout }},
@@ -259,6 +265,8 @@ func TestPerfRunFlagsReachTheRun(t *testing.T) {
 		{flag: "scheduler-binary", args: []string{"--scheduler-binary", "/s"}, what: spec},
 		{flag: "cache-dir", args: []string{"--cache-dir", "/c"}, what: func(p perfPlan) any { return p.req.CacheDir }},
 		{flag: "feature-gates", args: []string{"--feature-gates", "X=true"}, what: spec},
+		{flag: "features", args: []string{"--features", "tas"}, what: spec},
+		{flag: "topology", args: []string{"--topology", "blocks=1,racks-per-block=1,nodes-per-rack=1"}, refused: "--topology"},
 		{flag: "scheduler-feature-gates", args: []string{"--scheduler-feature-gates", "GenericWorkload=false"}, what: spec},
 		{flag: "scheduler-arg", args: []string{"--scheduler-arg", "kube-api-qps=5000"}, what: spec},
 		{flag: "timeout", args: []string{"--timeout", "7m"}, what: spec},
@@ -332,6 +340,8 @@ func TestCompareFlagsReachTheRun(t *testing.T) {
 		{flag: "scheduler-binary", args: []string{"--scheduler-binary", "/s"}, what: field(func(f *compareFlags) any { return f.cluster.schedulerBin })}, // each side's --*-scheduler-binary decides
 		{flag: "cache-dir", args: []string{"--cache-dir", "/c"}, what: func(p comparePlan) any { return [2]any{p.conformance.CacheDir, p.old.CacheDir} }},
 		{flag: "feature-gates", args: []string{"--feature-gates", "X=true"}, what: both},
+		{flag: "features", args: []string{"--features", "tas"}, what: both},
+		{flag: "topology", args: []string{"--topology", "blocks=1,racks-per-block=1,nodes-per-rack=1"}, refused: "--topology"},
 		{flag: "scheduler-feature-gates", args: []string{"--scheduler-feature-gates", "A=false"}, what: field(func(f *compareFlags) any { return f.cluster.schedGates })}, // each side's --*-scheduler-feature-gates decides
 		{flag: "scheduler-arg", args: []string{"--scheduler-arg", "kube-api-qps=5000"}, what: both},
 		{flag: "timeout", args: []string{"--timeout", "7m"}, what: func(p comparePlan) any { return p.conformance.Spec.ReadyTimeout }},
@@ -439,6 +449,8 @@ func TestClusterCreateFlagsReachTheCluster(t *testing.T) {
 		{flag: "scheduler-binary", args: []string{"--scheduler-binary", "/s"}, what: id},
 		{flag: "cache-dir", args: []string{"--cache-dir", "/c"}, what: id},
 		{flag: "feature-gates", args: []string{"--feature-gates", "X=true"}, what: id},
+		{flag: "features", args: []string{"--features", "jobs"}, what: id},
+		{flag: "topology", args: []string{"--topology", "blocks=2,racks-per-block=1,nodes-per-rack=1"}, what: id},
 		{flag: "scheduler-feature-gates", args: []string{"--scheduler-feature-gates", "GenericWorkload=false"}, what: id},
 		{flag: "scheduler-arg", args: []string{"--scheduler-arg", "kube-api-qps=5000"}, what: id},
 		{flag: "timeout", args: []string{"--timeout", "7m"}, what: id},

@@ -477,6 +477,11 @@ func perfRequest(cmd *cobra.Command, f *clusterFlags, profile, provider string, 
 // scenarioBaseRequest is the request perf's clusters start from, before a scenario sets the node
 // shape (left empty): the flags validated with a placeholder shape, and the load profile applied.
 func (f *clusterFlags) scenarioBaseRequest(provider, profile string) (request.Request, error) {
+	if f.topology != "" {
+		// Each scenario sets the node shape; a topology must come with it, not from a flag that
+		// every scenario's node count would contradict.
+		return request.Request{}, usageError{fmt.Errorf("--topology %s: perf's scenarios set the nodes of each cluster, so the topology of a perf run is not a flag", f.topology)}
+	}
 	var caps clusters.Capabilities
 	// The placeholder: one node where every node is simulated; with real kubelets the workers'
 	// default, since there each scenario sets the workers plus the simulated nodes.

@@ -89,6 +89,28 @@ func (e *Env) SchedulerMetrics(ctx context.Context) (*metrics.Snapshot, error) {
 	return metrics.Scrape(ctx, e.Cluster.SchedulerMetrics)
 }
 
+// gatesOff says why a feature that needs gates cannot run here: the first gate the apiserver or
+// the scheduler reports off (kubernetes_feature_enabled, which every component exports), or that
+// their metrics could not be read; "" when every gate is on in both. Black-box on purpose: a fork
+// or an existing cluster is judged by what its components say, not by the flags gangbench passed.
+func (e *Env) gatesOff(ctx context.Context, gates []string) string {
+	for _, c := range []struct {
+		name   string
+		scrape func(context.Context) (*metrics.Snapshot, error)
+	}{{"apiserver", e.APIServerMetrics}, {"scheduler", e.SchedulerMetrics}} {
+		snap, err := c.scrape(ctx)
+		if err != nil {
+			return fmt.Sprintf("needs feature gates %v, and the %s's metrics cannot tell: %v", gates, c.name, err)
+		}
+		for _, g := range gates {
+			if v, ok := snap.Sum("kubernetes_feature_enabled", map[string]string{"name": g}); !ok || v != 1 {
+				return fmt.Sprintf("needs feature gate %s, which the %s reports off (gangbench e2e --features names the features that switch it on)", g, c.name)
+			}
+		}
+	}
+	return ""
+}
+
 // APIServerMetrics scrapes the apiserver's /metrics.
 func (e *Env) APIServerMetrics(ctx context.Context) (*metrics.Snapshot, error) {
 	if e.Cluster == nil || e.Cluster.APIServerMetrics.URL == "" {

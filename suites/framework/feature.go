@@ -25,7 +25,11 @@ type Feature struct {
 	// NeedsKubelets features restart real kubelets: their lane must be Lane.Nodes nodes that run
 	// the fake GPU device plugin (kind workers). They skip where nodes are simulated (local).
 	NeedsKubelets bool
-	Steps         []Step
+	// NeedsGates are feature gates the feature's behaviour needs on the apiserver and the
+	// scheduler (read from their kubernetes_feature_enabled metrics); it skips naming the first
+	// one off, or that it could not tell.
+	NeedsGates []string
+	Steps      []Step
 }
 
 // Step checks one assertion. Steps share the lane and run in order, so a later step may build on
@@ -55,6 +59,9 @@ func (f Feature) Build(env *Env) types.Feature {
 			skip = fmt.Sprintf("needs to mark GPUs unhealthy, which the %s provider cannot", providerName(env))
 		case f.NeedsKubelets:
 			skip = env.noKubelets(ctx, f.Lane.Nodes)
+		}
+		if skip == "" && len(f.NeedsGates) > 0 {
+			skip = env.gatesOff(ctx, f.NeedsGates)
 		}
 		if skip != "" {
 			t.Logf("feature %q not run: %s", f.Name, skip)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,9 @@ type Lane struct {
 	// Gang reaches PodGroups and Workloads in the version the cluster serves.
 	Gang      *gangapi.Client
 	createdAt time.Time
+	// Racks maps each rack of a lane made with LaneSpec.Racks (its clusters.DefaultRackKey value)
+	// to its nodes.
+	Racks map[string][]string
 	// borrowed: the nodes are the cluster's own (kind workers with the device plugin), lent to
 	// the lane; Delete gives them back instead of deleting them.
 	borrowed bool
@@ -51,6 +55,12 @@ type LaneSpec struct {
 	// cluster has them (kind workers): the lane then borrows them and GPUsPerNode is what they
 	// have. Elsewhere the lane gets kwok nodes as usual.
 	PluginNodes bool
+	// Racks, when set, splits the lane's Nodes evenly into that many racks of one block, labelled
+	// as clusters.Topology labels a cluster's racks (clusters.DefaultRackKey and DefaultBlockKey),
+	// with values of the lane's own, so that no other lane's nodes share a domain with them.
+	Racks int
+	// Unlabelled nodes are added to a lane with Racks without any topology label.
+	Unlabelled int
 }
 
 // NewLane creates the namespace and nodes and waits until the nodes are Ready with their GPUs.
@@ -74,20 +84,71 @@ func (e *Env) NewLane(ctx context.Context, prefix string, spec LaneSpec) (*Lane,
 			return l, err
 		}
 	}
-	l.Nodes = kwok.NodeNames(name, spec.Nodes)
-	opts, inv := l.kwokNodeSpec()
-	if err := kwok.CreateNodes(ctx, e.Client, l.Nodes, inv, opts, 8); err != nil {
-		return l, fmt.Errorf("lane %s: create nodes: %w", name, err)
+	l.Nodes = kwok.NodeNames(name, spec.Nodes+spec.Unlabelled)
+	if err := l.createNodes(ctx, spec); err != nil {
+		return l, err
 	}
-	if err := kwok.WaitNodesReady(ctx, e.Client, LaneLabel+"="+name, spec.Nodes, e.Scaled(60*time.Second)); err != nil {
+	if err := kwok.WaitNodesReady(ctx, e.Client, LaneLabel+"="+name, len(l.Nodes), e.Scaled(60*time.Second)); err != nil {
 		return l, fmt.Errorf("lane %s: %w (lanes need a kwok controller managing nodes annotated kwok.x-k8s.io/node=fake)", name, err)
 	}
 	// Ready is not enough: a new node keeps the not-ready taint until the node lifecycle controller
 	// re-evaluates it, and a pod scheduled in between fails with "untolerated taint".
-	if err := kwok.WaitSchedulable(ctx, e.Client, LaneLabel+"="+name, spec.Nodes, e.Scaled(60*time.Second), 5*time.Second, nil, LaneLabel); err != nil {
+	if err := kwok.WaitSchedulable(ctx, e.Client, LaneLabel+"="+name, len(l.Nodes), e.Scaled(60*time.Second), 5*time.Second, nil, LaneLabel); err != nil {
 		return l, fmt.Errorf("lane %s: %w", name, err)
 	}
 	return l, nil
+}
+
+// createNodes creates the lane's simulated nodes: l.Nodes, the first spec.Nodes of them in
+// spec.Racks racks when set, the rest (spec.Unlabelled) without topology labels.
+func (l *Lane) createNodes(ctx context.Context, spec LaneSpec) error {
+	opts, inv := l.kwokNodeSpec()
+	if spec.Racks == 0 {
+		if spec.Unlabelled > 0 {
+			return fmt.Errorf("lane %s: %d unlabelled nodes without racks: every node is unlabelled then, ask for Nodes", l.Name, spec.Unlabelled)
+		}
+		if err := kwok.CreateNodes(ctx, l.Client, l.Nodes, inv, opts, 8); err != nil {
+			return fmt.Errorf("lane %s: create nodes: %w", l.Name, err)
+		}
+		return nil
+	}
+	if spec.Nodes%spec.Racks != 0 {
+		return fmt.Errorf("lane %s: %d nodes do not split into %d racks", l.Name, spec.Nodes, spec.Racks)
+	}
+	per := spec.Nodes / spec.Racks
+	l.Racks = map[string][]string{}
+	for r := range spec.Racks {
+		rack := fmt.Sprintf("%s-rack-%d", l.Name, r)
+		ro := opts
+		ro.Labels = map[string]string{}
+		for k, v := range opts.Labels {
+			ro.Labels[k] = v
+		}
+		ro.Labels[clusters.ZoneLabel] = l.Name + "-block-0"
+		ro.Labels[clusters.DefaultBlockKey] = l.Name + "-block-0"
+		ro.Labels[clusters.DefaultRackKey] = rack
+		names := l.Nodes[r*per : (r+1)*per]
+		l.Racks[rack] = names
+		if err := kwok.CreateNodes(ctx, l.Client, names, inv, ro, 8); err != nil {
+			return fmt.Errorf("lane %s: create rack %s: %w", l.Name, rack, err)
+		}
+	}
+	if spec.Unlabelled > 0 {
+		if err := kwok.CreateNodes(ctx, l.Client, l.Nodes[spec.Nodes:], inv, opts, 8); err != nil {
+			return fmt.Errorf("lane %s: create unlabelled nodes: %w", l.Name, err)
+		}
+	}
+	return nil
+}
+
+// RackOf is the rack of one of the lane's nodes ("" for an unlabelled node or none of the lane's).
+func (l *Lane) RackOf(node string) string {
+	for rack, nodes := range l.Racks {
+		if slices.Contains(nodes, node) {
+			return rack
+		}
+	}
+	return ""
 }
 
 // kwokNodeSpec is what every simulated node of the lane carries: the lane label its pods select, the

@@ -1,0 +1,197 @@
+package suites
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/scenarios"
+	"github.com/gangbench/gangbench/suites/framework"
+)
+
+// Topology-aware placement (TopologyAwareWorkloadScheduling, alpha, off by default): a PodGroup
+// whose spec.schedulingConstraints.topology names a node label key lands whole in one domain of
+// that key (workload-features-v1.37 §1). Each feature's lane brings its own racks
+// (LaneSpec.Racks: rack label values of the lane's own), so lanes never share a domain. The suite
+// runs only where the apiserver keeps the field and the scheduler places by it: both gates on
+// (`gangbench e2e --features tas`); elsewhere every assertion is skipped with the reason.
+
+const (
+	tasRef = "workload-features §1.3 (placements: one per value of the key, schedule_one_podgroup.go:971-1066, topology_placement.go:60-100)"
+	// tasRack is the key the lanes' racks carry.
+	tasRack = clusters.DefaultRackKey
+	// tasNoKey is a label key no node carries.
+	tasNoKey = "topology.gangbench.dev/no-such-level"
+)
+
+var tasGates = []string{"TopologyAwareWorkloadScheduling"}
+
+func topologyFeatures() []framework.Feature {
+	twoRacks := framework.LaneSpec{Nodes: 4, GPUsPerNode: 8, Racks: 2}
+	return []framework.Feature{
+		{
+			Suite: "topology", Name: "topology: a gang lands in one rack", Lane: twoRacks, NeedsGates: tasGates,
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "TAS-01", Statement: "on 2 racks of 2 nodes × 8 GPUs, a gang of 4 × 4 GPUs (minCount 4) constrained to the rack key binds whole within 60s, every member in the same rack (without the constraint the default scoring spreads them over the 4 nodes)", Ref: tasRef},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+						ms := tasGang(ctx, t, l, "one", 4, 4, 4, tasRack)
+						l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), ms...)
+						tasOneRack(ctx, t, l, ms)
+					}},
+			},
+		},
+		{
+			Suite: "topology", Name: "topology: the rack where the whole gang fits", Lane: twoRacks, NeedsGates: tasGates,
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "TAS-02", Statement: "one rack holds an 8-GPU pod (8 of its 16 GPUs free), the other is empty: a gang of 3 × 4 GPUs constrained to the rack key binds whole in the empty rack, the only one where all 3 fit", Ref: tasRef + "; §1.3 step 3 (a placement is feasible when the gang fits it)"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+						full, empty := tasRacks(t, l)
+						tasFiller(ctx, t, l, "filler", l.Racks[full][0], 8)
+						ms := tasGang(ctx, t, l, "fits", 3, 3, 4, tasRack)
+						l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), ms...)
+						if r := tasOneRack(ctx, t, l, ms); r != empty {
+							t.Errorf("the gang bound in rack %s, where only 8 of its 12 GPUs were free; want rack %s", r, empty)
+						}
+					}},
+			},
+		},
+		tasNoRackFitsFeature(twoRacks),
+		{
+			Suite: "topology", Name: "topology: a key no node carries", Lane: twoRacks, NeedsGates: tasGates,
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "TAS-05", Statement: fmt.Sprintf("a gang of 2 × 1 GPU constrained to a label key no node carries (%s): every member gets FailedScheduling \"no feasible placements found\" and none binds for 10s", tasNoKey), Ref: "workload-features §1.4 (zero placements: Unschedulable \"no feasible placements found\", framework.go:2229-2231)"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+						ms := tasGang(ctx, t, l, "nokey", 2, 2, 1, tasNoKey)
+						for _, m := range ms {
+							l.WaitEvent(ctx, t, l.Env.Scaled(30*time.Second), m, "FailedScheduling", "no feasible placements found")
+						}
+						bmHoldFor(ctx, t, l, l.Env.Scaled(bmHoldWindow), bmHold{Unbound: ms})
+						l.Canary(ctx, t)
+					}},
+			},
+		},
+		{
+			Suite: "topology", Name: "topology: nodes without the key are never used", Lane: framework.LaneSpec{Nodes: 1, GPUsPerNode: 8, Racks: 1, Unlabelled: 2}, NeedsGates: tasGates,
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "TAS-06", Statement: "one rack of one 8-GPU node beside 2 empty 8-GPU nodes without the rack key: a gang of 2 × 8 GPUs constrained to the rack key does not bind for 10s, although the unlabelled nodes have room for it", Ref: "workload-features §1.3 step 1 (nodes without the label are excluded from every placement, topology_placement.go:81-87)"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+						ms := tasGang(ctx, t, l, "unlabelled", 2, 2, 8, tasRack)
+						l.WaitEvent(ctx, t, l.Env.Scaled(30*time.Second), ms[0], "FailedScheduling")
+						bmHoldFor(ctx, t, l, l.Env.Scaled(bmHoldWindow), bmHold{Unbound: ms})
+						l.Canary(ctx, t)
+					}},
+			},
+		},
+	}
+}
+
+// tasNoRackFitsFeature: each rack has 8 GPUs free, 16 in all, and the gang needs 16 in one rack.
+func tasNoRackFitsFeature(lane framework.LaneSpec) framework.Feature {
+	ref := "workload-features §1.4 (no single domain fits although the cluster does: \"0/<P> placements are available, first placement status: …\", schedule_one_podgroup.go:1038-1043)"
+	var (
+		ms   []string
+		free string
+	)
+	return framework.Feature{
+		Suite: "topology", Name: "topology: no rack fits although the cluster does", Lane: lane, NeedsGates: tasGates,
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "TAS-03", Statement: "each of 2 racks holds an 8-GPU pod (16 GPUs free in all, 8 per rack): a gang of 4 × 4 GPUs constrained to the rack key does not bind for 10s, and its PodGroup is False/Unschedulable saying \"placements are available\"", Ref: ref},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					a, b := tasRacks(t, l)
+					tasFiller(ctx, t, l, "filler-a", l.Racks[a][0], 8)
+					tasFiller(ctx, t, l, "filler-b", l.Racks[b][0], 8)
+					ms = tasGang(ctx, t, l, "wide", 4, 4, 4, tasRack)
+					c := l.WaitCondition(ctx, t, l.Env.Scaled(60*time.Second), "wide", metav1.ConditionFalse, "Unschedulable")
+					if !strings.Contains(c.Message, "placements are available") {
+						t.Errorf("PodGroup wide: condition message %q does not say that no placement fits", c.Message)
+					}
+					bmHoldFor(ctx, t, l, l.Env.Scaled(bmHoldWindow), bmHold{Unbound: ms})
+					l.Canary(ctx, t)
+					free = b
+				}},
+			{A: framework.Assertion{ID: "TAS-04", Statement: fmt.Sprintf("the 8-GPU pod of one rack is deleted: the gang binds whole in that rack within %s", bhWakeBound), Ref: ref + "; an assigned pod's deletion requeues the gang"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					if free == "" {
+						t.Fatal("the gang did not wait (TAS-03 failed early)")
+					}
+					at := time.Now()
+					bmRemovePod(ctx, t, l, "filler-b")
+					bhWaitBoundWithin(ctx, t, l, at, "the filler's deletion", "boundAfterRackFreed", ms...)
+					if r := tasOneRack(ctx, t, l, ms); r != free {
+						t.Errorf("the gang bound in rack %s, want %s, the rack whose pod was deleted", r, free)
+					}
+				}},
+		},
+	}
+}
+
+// tasGang creates a PodGroup (constrained to key when set) and its n members of gpus GPUs each,
+// and returns the members' names.
+func tasGang(ctx context.Context, t *testing.T, l *framework.Lane, name string, minCount int32, n int, gpus int64, key string) []string {
+	t.Helper()
+	pg := l.CreatePodGroup(ctx, t, scenarios.Group{Name: name, MinCount: minCount, TopologyKey: key})
+	// The apiserver drops the field without the gate: the suite's gate check should have skipped.
+	if key != "" && (pg.Spec.SchedulingConstraints == nil || len(pg.Spec.SchedulingConstraints.Topology) == 0) {
+		t.Fatalf("the apiserver dropped PodGroup %s's spec.schedulingConstraints.topology (TopologyAwareWorkloadScheduling off on the apiserver?)", name)
+	}
+	ms := framework.Members(name, n, gpus)
+	l.CreatePods(ctx, t, ms...)
+	return names(ms)
+}
+
+// tasRacks returns the lane's two racks in a fixed order.
+func tasRacks(t *testing.T, l *framework.Lane) (string, string) {
+	t.Helper()
+	a, b := l.Name+"-rack-0", l.Name+"-rack-1"
+	if len(l.Racks[a]) == 0 || len(l.Racks[b]) == 0 {
+		t.Fatalf("lane %s has racks %v, want %s and %s", l.Name, l.Racks, a, b)
+	}
+	return a, b
+}
+
+// tasFiller binds a standalone pod of gpus GPUs to node (created bound, so no scheduling decision
+// of the scheduler under test is involved) and waits until the scheduler's view can count it.
+func tasFiller(ctx context.Context, t *testing.T, l *framework.Lane, name, node string, gpus int64) {
+	t.Helper()
+	p := l.Pod(scenarios.Member{Name: name, GPUs: gpus})
+	p.Spec.NodeName = node
+	if _, err := l.Client.CoreV1().Pods(l.Name).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pod %s on %s: %v", name, node, err)
+	}
+	framework.Eventually(ctx, t, l.Env.Scaled(30*time.Second), "pod "+name+" running on "+node, func(ctx context.Context) (bool, string, error) {
+		got, err := l.Client.CoreV1().Pods(l.Name).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return got.Status.Phase == corev1.PodRunning, "phase " + string(got.Status.Phase), nil
+	})
+}
+
+// tasOneRack fails unless every pod is bound in one rack of the lane, and returns that rack.
+func tasOneRack(ctx context.Context, t *testing.T, l *framework.Lane, pods []string) string {
+	t.Helper()
+	where := map[string]string{}
+	racks := map[string]bool{}
+	for _, n := range pods {
+		p, err := l.Client.CoreV1().Pods(l.Name).Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rack := l.RackOf(p.Spec.NodeName)
+		where[n] = fmt.Sprintf("%s (rack %q)", p.Spec.NodeName, rack)
+		racks[rack] = true
+	}
+	if len(racks) != 1 || racks[""] {
+		t.Fatalf("members not in one rack: %v", where)
+	}
+	for r := range racks {
+		return r
+	}
+	return ""
+}
