@@ -37,6 +37,8 @@ type Group struct {
 	// TopologyKey, when set, asks that every member land in one domain of that node label
 	// (spec.schedulingConstraints.topology; TopologyAwareWorkloadScheduling).
 	TopologyKey string
+	// PreemptionPolicy, when set, is spec.preemptionPolicy (PodGroupPreemptionPolicy).
+	PreemptionPolicy schedv1beta1.PreemptionPolicy
 }
 
 // PodGroup builds a v1beta1 PodGroup.
@@ -53,6 +55,10 @@ func PodGroup(namespace string, g Group) *schedv1beta1.PodGroup {
 	}
 	if g.Workload != "" {
 		pg.Spec.WorkloadRef = &schedv1beta1.WorkloadReference{WorkloadName: g.Workload, TemplateName: g.Template}
+	}
+	if g.PreemptionPolicy != "" {
+		pp := g.PreemptionPolicy
+		pg.Spec.PreemptionPolicy = &pp
 	}
 	if g.TopologyKey != "" {
 		pg.Spec.SchedulingConstraints = &schedv1beta1.PodGroupSchedulingConstraints{Topology: []schedv1beta1.TopologyConstraint{{Key: g.TopologyKey}}}

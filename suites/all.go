@@ -31,6 +31,7 @@ func registry() []suite {
 		{name: "observability", test: "TestObservability", features: observabilityFeatures},
 		{name: "faults", test: "TestFaults", features: faultFeatures},
 		{name: "topology", test: "TestTopology", features: topologyFeatures, cluster: []string{"tas"}},
+		{name: "preemption-policy", test: "TestPreemptionPolicy", features: preemptionPolicyFeatures, cluster: []string{"preemption-policy"}},
 	}
 }
 

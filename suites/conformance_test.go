@@ -209,15 +209,16 @@ func run(t *testing.T, suite string) {
 	harness.Run(t, fs)
 }
 
-func TestExperiments(t *testing.T)   { run(t, "experiments") }
-func TestBarriers(t *testing.T)      { run(t, "barriers") }
-func TestMinCount(t *testing.T)      { run(t, "mincount") }
-func TestPreemption(t *testing.T)    { run(t, "preemption") }
-func TestStatus(t *testing.T)        { run(t, "status") }
-func TestValidation(t *testing.T)    { run(t, "validation") }
-func TestObservability(t *testing.T) { run(t, "observability") }
-func TestFaults(t *testing.T)        { run(t, "faults") }
-func TestTopology(t *testing.T)      { run(t, "topology") }
+func TestExperiments(t *testing.T)      { run(t, "experiments") }
+func TestBarriers(t *testing.T)         { run(t, "barriers") }
+func TestMinCount(t *testing.T)         { run(t, "mincount") }
+func TestPreemption(t *testing.T)       { run(t, "preemption") }
+func TestStatus(t *testing.T)           { run(t, "status") }
+func TestValidation(t *testing.T)       { run(t, "validation") }
+func TestObservability(t *testing.T)    { run(t, "observability") }
+func TestFaults(t *testing.T)           { run(t, "faults") }
+func TestTopology(t *testing.T)         { run(t, "topology") }
+func TestPreemptionPolicy(t *testing.T) { run(t, "preemption-policy") }
 
 // TestUpstream runs upstream's gang specs last, alone on the cluster (they create PriorityClasses
 // and patch a node), and reports each as an assertion UPS-NN of suite "upstream", numbered in name
