@@ -32,6 +32,7 @@ func registry() []suite {
 		{name: "faults", test: "TestFaults", features: faultFeatures},
 		{name: "topology", test: "TestTopology", features: topologyFeatures, cluster: []string{"tas"}},
 		{name: "preemption-policy", test: "TestPreemptionPolicy", features: preemptionPolicyFeatures, cluster: []string{"preemption-policy"}},
+		{name: "jobs", test: "TestJobs", features: jobFeatures, cluster: []string{"jobs"}},
 	}
 }
 
