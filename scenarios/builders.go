@@ -39,6 +39,9 @@ type Group struct {
 	TopologyKey string
 	// PreemptionPolicy, when set, is spec.preemptionPolicy (PodGroupPreemptionPolicy).
 	PreemptionPolicy schedv1beta1.PreemptionPolicy
+	// Parent, when set, is spec.parentCompositePodGroupName (CompositePodGroup); the API then
+	// requires a workloadRef, so Workload must be set too.
+	Parent string
 }
 
 // PodGroup builds a v1beta1 PodGroup.
@@ -55,6 +58,10 @@ func PodGroup(namespace string, g Group) *schedv1beta1.PodGroup {
 	}
 	if g.Workload != "" {
 		pg.Spec.WorkloadRef = &schedv1beta1.WorkloadReference{WorkloadName: g.Workload, TemplateName: g.Template}
+	}
+	if g.Parent != "" {
+		parent := g.Parent
+		pg.Spec.ParentCompositePodGroupName = &parent
 	}
 	if g.PreemptionPolicy != "" {
 		pp := g.PreemptionPolicy

@@ -33,6 +33,7 @@ func registry() []suite {
 		{name: "topology", test: "TestTopology", features: topologyFeatures, cluster: []string{"tas"}},
 		{name: "preemption-policy", test: "TestPreemptionPolicy", features: preemptionPolicyFeatures, cluster: []string{"preemption-policy"}},
 		{name: "jobs", test: "TestJobs", features: jobFeatures, cluster: []string{"jobs"}},
+		{name: "composite", test: "TestComposite", features: compositeFeatures, cluster: []string{"composite"}},
 	}
 }
 

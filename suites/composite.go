@@ -1,0 +1,145 @@
+package suites
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	schedv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gangbench/gangbench/scenarios"
+	"github.com/gangbench/gangbench/suites/framework"
+)
+
+// Composite pod groups (CompositePodGroup, alpha, off by default; served only in
+// scheduling.k8s.io/v1alpha3: workload-features-v1.37 §2). PodGroups point at a parent
+// CompositePodGroup, and the scheduler treats the whole tree as one entity: one queue entry, one
+// cycle, a quorum of children (minGroupCount) on top of each child's own minCount, and a child
+// binds only if every ancestor succeeds. Nothing creates the tree from a Workload: the harness
+// makes every object. The suite runs where the apiserver and the scheduler report the gate on
+// (`--features composite`, which also serves v1alpha3 and switches on the TAS gate it depends on).
+
+const cpgRef = "workload-features §2"
+
+var cpgGates = []string{"CompositePodGroup"}
+
+func compositeFeatures() []framework.Feature {
+	one := framework.LaneSpec{Nodes: 1, GPUsPerNode: 8}
+	var created time.Time
+	return []framework.Feature{
+		{
+			Suite: "composite", Name: "composite: children wait for their parent to exist", Lane: one, NeedsGates: cpgGates,
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "CPG-01", Statement: "2 gang PodGroups (minCount 2, 2 × 2 GPUs each) whose parent CompositePodGroup does not exist yet: their 4 pods stay Pending for 10s with no event and no PodScheduled condition (the queue cannot find the tree's root)", Ref: cpgRef + ".3 (an unobserved ancestor keeps the pods in incompletePodGroupPods, scheduling_queue.go:900-908)"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+						pods := cpgChildren(ctx, t, l, "root", []cpgChild{{"a", 2, 2, 2}, {"b", 2, 2, 2}})
+						bmHoldFor(ctx, t, l, l.Env.Scaled(bmHoldWindow), bmHold{Untouched: pods})
+						l.Canary(ctx, t)
+						created = time.Now()
+					}},
+				{A: framework.Assertion{ID: "CPG-02", Statement: fmt.Sprintf("creating the parent (gang, minGroupCount 2) binds all 4 within %s, and the CompositePodGroup's status.conditions stay empty (only leaf PodGroups carry conditions)", bhWakeBound), Ref: cpgRef + ".3 (a CompositePodGroup add in the same hierarchy requeues, gangscheduling.go:75-177); §2.1 (no v1.37.2 code writes a CompositePodGroup condition)"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+						if created.IsZero() {
+							t.Fatal("the children did not wait (CPG-01 failed early)")
+						}
+						at := time.Now()
+						cpgCreate(ctx, t, l, "root", 2)
+						bhWaitBoundWithin(ctx, t, l, at, "the parent's creation", "boundAfterParentCreated", "a-0", "a-1", "b-0", "b-1")
+						l.WaitCondition(ctx, t, l.Env.Scaled(30*time.Second), "a", metav1.ConditionTrue, "Scheduled")
+						cpgNoConditions(ctx, t, l, "root")
+					}},
+			},
+		},
+		{
+			Suite: "composite", Name: "composite: a quorum across levels", Lane: one, NeedsGates: cpgGates,
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "CPG-03", Statement: fmt.Sprintf("a parent (gang, minGroupCount 2) of 2 gang PodGroups (minCount 2, 2 GPUs a pod): with 2 pods of one and 1 of the other nothing is touched for 10s; the 4th pod binds all 4 within %s of its creation", bhWakeBound), Ref: cpgRef + ".4 (preEnqueueWithHierarchies: a tree is ready when minGroupCount children each meet their minCount, gangscheduling.go:217-333)"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+						cpgCreate(ctx, t, l, "root", 2)
+						pods := cpgChildren(ctx, t, l, "root", []cpgChild{{"a", 2, 2, 2}, {"b", 2, 1, 2}})
+						bmHoldFor(ctx, t, l, l.Env.Scaled(bmHoldWindow), bmHold{Untouched: pods})
+						at := time.Now()
+						l.CreatePods(ctx, t, bmMember("b-1", "b", 2))
+						bhWaitBoundWithin(ctx, t, l, at, "the 4th pod's creation", "boundAfterTreeQuorum", append(pods, "b-1")...)
+					}},
+			},
+		},
+		{
+			Suite: "composite", Name: "composite: minGroupCount of 3 children", Lane: one, NeedsGates: cpgGates,
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "CPG-04", Statement: "a parent (gang, minGroupCount 2) of 3 gang PodGroups, two of 2 × 2 GPUs and one of a 16-GPU pod that fits no node: the two bind whole within 60s, the third's pod gets FailedScheduling and its PodGroup becomes False/Unschedulable; the parent has no condition", Ref: cpgRef + ".5 (compositePodGroupSchedulingDefaultAlgorithm: the parent succeeds with minGroupCount children, schedule_one_podgroup.go:1294-1379)"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+						cpgCreate(ctx, t, l, "root", 2)
+						cpgChildren(ctx, t, l, "root", []cpgChild{{"a", 2, 2, 2}, {"b", 2, 2, 2}, {"c", 1, 1, 16}})
+						l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), "a-0", "a-1", "b-0", "b-1")
+						l.WaitEvent(ctx, t, l.Env.Scaled(30*time.Second), "c-0", "FailedScheduling")
+						l.WaitCondition(ctx, t, l.Env.Scaled(30*time.Second), "c", metav1.ConditionFalse, "Unschedulable")
+						cpgNoConditions(ctx, t, l, "root")
+					}},
+			},
+		},
+		{
+			Suite: "composite", Name: "composite: a failing parent fails its fitting child", Lane: one, NeedsGates: cpgGates,
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "CPG-05", Statement: "a parent (gang, minGroupCount 2) of a gang PodGroup that fits (2 × 2 GPUs) and one that does not (a 16-GPU pod): nothing binds for 10s, and the fitting PodGroup too becomes False/Unschedulable", Ref: cpgRef + ".5 (completeCompositePodGroupAlgorithmResultMap: a parent's failure replaces its children's success, schedule_one_podgroup.go:747-767)"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+						cpgCreate(ctx, t, l, "root", 2)
+						pods := cpgChildren(ctx, t, l, "root", []cpgChild{{"a", 2, 2, 2}, {"c", 1, 1, 16}})
+						l.WaitCondition(ctx, t, l.Env.Scaled(60*time.Second), "a", metav1.ConditionFalse, "Unschedulable")
+						bmHoldFor(ctx, t, l, l.Env.Scaled(bmHoldWindow), bmHold{Unbound: pods})
+						l.Canary(ctx, t)
+					}},
+			},
+		},
+	}
+}
+
+// cpgChild is one child PodGroup: its name, gang minCount, how many pods to create now and their GPUs.
+type cpgChild struct {
+	name     string
+	minCount int32
+	pods     int
+	gpus     int64
+}
+
+// cpgChildren creates the children of parent and their pods, and returns the pods' names.
+func cpgChildren(ctx context.Context, t *testing.T, l *framework.Lane, parent string, children []cpgChild) []string {
+	t.Helper()
+	var pods []string
+	for _, c := range children {
+		l.CreatePodGroup(ctx, t, scenarios.Group{Name: c.name, MinCount: c.minCount, Parent: parent, Workload: "tree", Template: c.name})
+		ms := framework.Members(c.name, c.pods, c.gpus)
+		l.CreatePods(ctx, t, ms...)
+		pods = append(pods, names(ms)...)
+	}
+	return pods
+}
+
+// cpgCreate creates a root CompositePodGroup with a gang policy of minGroupCount.
+func cpgCreate(ctx context.Context, t *testing.T, l *framework.Lane, name string, minGroupCount int32) {
+	t.Helper()
+	cpg := &schedv1alpha3.CompositePodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.Name},
+		Spec: schedv1alpha3.CompositePodGroupSpec{
+			WorkloadRef:      &schedv1alpha3.WorkloadReference{WorkloadName: "tree", TemplateName: name},
+			SchedulingPolicy: schedv1alpha3.CompositePodGroupSchedulingPolicy{Gang: &schedv1alpha3.CompositeGangSchedulingPolicy{MinGroupCount: minGroupCount}},
+		},
+	}
+	if _, err := l.Client.SchedulingV1alpha3().CompositePodGroups(l.Name).Create(ctx, cpg, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create CompositePodGroup %s (served in scheduling.k8s.io/v1alpha3 only with --runtime-config): %v", name, err)
+	}
+}
+
+// cpgNoConditions fails if the CompositePodGroup has any status condition.
+func cpgNoConditions(ctx context.Context, t *testing.T, l *framework.Lane, name string) {
+	t.Helper()
+	cpg, err := l.Client.SchedulingV1alpha3().CompositePodGroups(l.Name).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get CompositePodGroup %s: %v", name, err)
+	}
+	if len(cpg.Status.Conditions) > 0 {
+		t.Errorf("CompositePodGroup %s has conditions %+v; v1.37.2 writes none (only leaf PodGroups carry them)", name, cpg.Status.Conditions)
+	}
+}
