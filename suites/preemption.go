@@ -872,7 +872,10 @@ func preemptNeverFeature() []framework.Feature {
 					never := l.PriorityClass(ctx, t, "never", highValue, true)
 					l.CreatePods(ctx, t, standalone("victim", 2, 2, low)...)
 					l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), "victim-0", "victim-1")
-					gangPods = createGang(ctx, t, l, scenarios.Group{Name: gang, MinCount: 2, PriorityClassName: never}, 2, 2)
+					// The group's own policy said explicitly: with PodGroupPreemptionPolicy on, Priority
+					// admission refuses a Never class beside the defaulted PreemptLowerPriority (PPOL-02);
+					// with it off the apiserver drops the field.
+					gangPods = createGang(ctx, t, l, scenarios.Group{Name: gang, MinCount: 2, PriorityClassName: never, PreemptionPolicy: schedv1beta1.PreemptNever}, 2, 2)
 					waitGroupMessage(ctx, t, l, l.Env.Scaled(60*time.Second), gang, metav1.ConditionFalse, "Unschedulable", msgNeverEligible)
 				}},
 			{A: framework.Assertion{ID: "PRE-17", Statement: "then the lower-priority pods keep running through the window", Ref: preRef + "21; §5.1"},
