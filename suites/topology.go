@@ -62,6 +62,7 @@ func topologyFeatures() []framework.Feature {
 			},
 		},
 		tasNoRackFitsFeature(twoRacks),
+		tasPinnedFeature(twoRacks),
 		{
 			Suite: "topology", Name: "topology: a key no node carries", Lane: twoRacks, NeedsGates: tasGates,
 			Steps: []framework.Step{
@@ -125,6 +126,63 @@ func tasNoRackFitsFeature(lane framework.LaneSpec) framework.Feature {
 					bhWaitBoundWithin(ctx, t, l, at, "the filler's deletion", "boundAfterRackFreed", ms...)
 					if r := tasOneRack(ctx, t, l, ms); r != free {
 						t.Errorf("the gang bound in rack %s, want %s, the rack whose pod was deleted", r, free)
+					}
+				}},
+		},
+	}
+}
+
+// tasPinnedFeature: members placed after the gang's first ones stay in its rack (the required
+// domain of already scheduled members), even when another rack is empty.
+func tasPinnedFeature(lane framework.LaneSpec) framework.Feature {
+	ref := "workload-features §1.5 (members that bind later are pinned to the domain of the bound ones, topology_placement.go:66-79; never spilled to another domain)"
+	var (
+		rack string
+		late string
+	)
+	return framework.Feature{
+		Suite: "topology", Name: "topology: later members stay in the gang's rack", Lane: lane, NeedsGates: tasGates,
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "TAS-07", Statement: "a gang (minCount 2) of 3 members × 6 GPUs constrained to the rack key, on 2 racks of 2 × 8-GPU nodes: 2 members bind in one rack, and the third, which that rack has no room for, does not bind for 10s although the other rack is empty", Ref: ref},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					ms := tasGang(ctx, t, l, "pinned", 2, 3, 6, tasRack)
+					var bound []string
+					framework.Eventually(ctx, t, l.Env.Scaled(60*time.Second), "2 members of the gang bound", func(ctx context.Context) (bool, string, error) {
+						o, err := l.Observe(ctx)
+						if err != nil {
+							return false, "", err
+						}
+						bound, late = nil, ""
+						for _, m := range ms {
+							if o.Pods[m] == framework.Bound {
+								bound = append(bound, m)
+							} else {
+								late = m
+							}
+						}
+						return len(bound) == 2, o.String(), nil
+					})
+					rack = tasOneRack(ctx, t, l, bound)
+					bmHoldFor(ctx, t, l, l.Env.Scaled(bmHoldWindow), bmHold{Unbound: []string{late}})
+					l.Canary(ctx, t)
+				}},
+			{A: framework.Assertion{ID: "TAS-08", Statement: fmt.Sprintf("one of the 2 bound members is deleted: the third binds within %s in the gang's rack, not in the empty one", bhWakeBound), Ref: ref + "; an assigned pod's deletion requeues the member"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					if late == "" {
+						t.Fatal("no member waited (TAS-07 failed early)")
+					}
+					var gone string
+					for _, m := range []string{"pinned-0", "pinned-1", "pinned-2"} {
+						if m != late {
+							gone = m
+							break
+						}
+					}
+					at := time.Now()
+					bmRemovePod(ctx, t, l, gone)
+					bhWaitBoundWithin(ctx, t, l, at, "a bound member's deletion", "boundInGangRack", late)
+					if r := tasOneRack(ctx, t, l, []string{late}); r != rack {
+						t.Errorf("the late member bound in rack %s, want the gang's rack %s", r, rack)
 					}
 				}},
 		},
