@@ -111,6 +111,7 @@ func jobFeatures() []framework.Feature {
 			},
 		},
 		jobAllOrNothingFeature(one),
+		jobSuspendFeature(one),
 		{
 			Suite: "jobs", Name: "jobs: validation", Lane: one, NeedsGates: jobGates,
 			Steps: []framework.Step{
@@ -179,6 +180,58 @@ func jobAllOrNothingFeature(lane framework.LaneSpec) framework.Feature {
 					})
 				}},
 		},
+	}
+}
+
+// jobSuspendFeature: a suspended Job's pods go, its Workload and PodGroup stay, and resumed it
+// brings pods back into the same PodGroup.
+func jobSuspendFeature(lane framework.LaneSpec) framework.Feature {
+	ref := jobRef + ".4 (suspend and resume keep the same Workload and PodGroup; integration TestJobGangSchedulingSuspendResume)"
+	var pgUID, wlUID types.UID
+	var pgName string
+	return framework.Feature{
+		Suite: "jobs", Name: "jobs: suspend and resume keep the group", Lane: lane, NeedsGates: jobGates,
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "JOB-07", Statement: "a running gang Job (2 pods × 2 GPUs) is suspended: its pods are deleted within 60s and its Workload and PodGroup stay, same UIDs", Ref: ref},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					jobCreate(ctx, t, l, "pause", 2, 2, nil)
+					pg, wl := jobObjects(ctx, t, l, "pause")
+					pgUID, wlUID, pgName = pg.UID, wl.UID, pg.Name
+					l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), jobNames(jobPods(ctx, t, l, "pause", 2))...)
+					jobSetSuspend(ctx, t, l, "pause", true)
+					jobPods(ctx, t, l, "pause", 0)
+					pg, wl = jobObjects(ctx, t, l, "pause")
+					if pg.UID != pgUID || wl.UID != wlUID {
+						t.Errorf("suspending replaced the group: PodGroup %s uid %s→%s, Workload %s uid %s→%s", pg.Name, pgUID, pg.UID, wl.Name, wlUID, wl.UID)
+					}
+				}},
+			{A: framework.Assertion{ID: "JOB-08", Statement: "resumed, the Job's 2 new pods name the same PodGroup and bind within 60s", Ref: ref},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					if pgName == "" {
+						t.Fatal("no PodGroup (JOB-07 failed early)")
+					}
+					jobSetSuspend(ctx, t, l, "pause", false)
+					pods := jobPods(ctx, t, l, "pause", 2)
+					for _, p := range pods {
+						if p.Spec.SchedulingGroup == nil || p.Spec.SchedulingGroup.PodGroupName == nil || *p.Spec.SchedulingGroup.PodGroupName != pgName {
+							t.Errorf("pod %s after resume: schedulingGroup %+v, want podGroupName %s", p.Name, p.Spec.SchedulingGroup, pgName)
+						}
+					}
+					l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), jobNames(pods)...)
+					if pg, _ := jobObjects(ctx, t, l, "pause"); pg.UID != pgUID {
+						t.Errorf("resuming replaced PodGroup %s: uid %s→%s", pg.Name, pgUID, pg.UID)
+					}
+				}},
+		},
+	}
+}
+
+// jobSetSuspend suspends or resumes a Job.
+func jobSetSuspend(ctx context.Context, t *testing.T, l *framework.Lane, job string, suspend bool) {
+	t.Helper()
+	patch := fmt.Appendf(nil, `{"spec":{"suspend":%t}}`, suspend)
+	if _, err := l.Client.BatchV1().Jobs(l.Name).Patch(ctx, job, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("set suspend=%t on Job %s: %v", suspend, job, err)
 	}
 }
 
