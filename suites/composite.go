@@ -3,10 +3,12 @@ package suites
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	schedv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gangbench/gangbench/scenarios"
@@ -29,6 +31,40 @@ func compositeFeatures() []framework.Feature {
 	one := framework.LaneSpec{Nodes: 1, GPUsPerNode: 8}
 	var created time.Time
 	return []framework.Feature{
+		{
+			Suite: "composite", Name: "composite: the API", Lane: one, NeedsGates: cpgGates,
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "CPG-06", Statement: "scheduling.k8s.io/v1alpha3 serves compositepodgroups and compositepodgroups/status", Ref: cpgRef + ".1 (served in v1alpha3 only, storage_scheduling.go:151-160)"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+						res, err := l.Client.Discovery().ServerResourcesForGroupVersion("scheduling.k8s.io/v1alpha3")
+						if err != nil {
+							t.Fatalf("discover scheduling.k8s.io/v1alpha3: %v", err)
+						}
+						have := map[string]bool{}
+						for _, r := range res.APIResources {
+							have[r.Name] = true
+						}
+						for _, want := range []string{"compositepodgroups", "compositepodgroups/status"} {
+							if !have[want] {
+								t.Errorf("scheduling.k8s.io/v1alpha3 does not serve %s (it serves %v)", want, have)
+							}
+						}
+					}},
+				{A: framework.Assertion{ID: "CPG-07", Statement: "a CompositePodGroup without workloadRef is refused (\"spec.workloadRef: Required value\"), one with gang minGroupCount 0 too (\"spec.schedulingPolicy.gang.minGroupCount\")", Ref: cpgRef + ".2"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+						api := l.Client.SchedulingV1alpha3().CompositePodGroups(l.Name)
+						dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+						noRef := cpgBuild(l, "noref", 1)
+						noRef.Spec.WorkloadRef = nil
+						if _, err := api.Create(ctx, noRef, dry); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.workloadRef: Required value") {
+							t.Errorf("CompositePodGroup without workloadRef: %v, want Invalid \"spec.workloadRef: Required value\"", err)
+						}
+						if _, err := api.Create(ctx, cpgBuild(l, "zero", 0), dry); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.schedulingPolicy.gang.minGroupCount") {
+							t.Errorf("CompositePodGroup with minGroupCount 0: %v, want Invalid naming spec.schedulingPolicy.gang.minGroupCount", err)
+						}
+					}},
+			},
+		},
 		{
 			Suite: "composite", Name: "composite: children wait for their parent to exist", Lane: one, NeedsGates: cpgGates,
 			Steps: []framework.Step{
@@ -117,17 +153,21 @@ func cpgChildren(ctx context.Context, t *testing.T, l *framework.Lane, parent st
 	return pods
 }
 
-// cpgCreate creates a root CompositePodGroup with a gang policy of minGroupCount.
-func cpgCreate(ctx context.Context, t *testing.T, l *framework.Lane, name string, minGroupCount int32) {
-	t.Helper()
-	cpg := &schedv1alpha3.CompositePodGroup{
+// cpgBuild is a root CompositePodGroup with a gang policy of minGroupCount.
+func cpgBuild(l *framework.Lane, name string, minGroupCount int32) *schedv1alpha3.CompositePodGroup {
+	return &schedv1alpha3.CompositePodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.Name},
 		Spec: schedv1alpha3.CompositePodGroupSpec{
 			WorkloadRef:      &schedv1alpha3.WorkloadReference{WorkloadName: "tree", TemplateName: name},
 			SchedulingPolicy: schedv1alpha3.CompositePodGroupSchedulingPolicy{Gang: &schedv1alpha3.CompositeGangSchedulingPolicy{MinGroupCount: minGroupCount}},
 		},
 	}
-	if _, err := l.Client.SchedulingV1alpha3().CompositePodGroups(l.Name).Create(ctx, cpg, metav1.CreateOptions{}); err != nil {
+}
+
+// cpgCreate creates a root CompositePodGroup with a gang policy of minGroupCount.
+func cpgCreate(ctx context.Context, t *testing.T, l *framework.Lane, name string, minGroupCount int32) {
+	t.Helper()
+	if _, err := l.Client.SchedulingV1alpha3().CompositePodGroups(l.Name).Create(ctx, cpgBuild(l, name, minGroupCount), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create CompositePodGroup %s (served in scheduling.k8s.io/v1alpha3 only with --runtime-config): %v", name, err)
 	}
 }

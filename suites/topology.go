@@ -8,7 +8,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/scenarios"
@@ -63,6 +66,33 @@ func topologyFeatures() []framework.Feature {
 		},
 		tasNoRackFitsFeature(twoRacks),
 		tasPinnedFeature(twoRacks),
+		{
+			Suite: "topology", Name: "topology: the API", Lane: framework.LaneSpec{Nodes: 1, GPUsPerNode: 8}, NeedsGates: tasGates,
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "TAS-09", Statement: "a PodGroup with 2 topology constraints is refused (\"must have at most 1 item\"), and one whose key is not a label key (\"not a key!\") is refused as Invalid", Ref: "workload-features §1.1 (maxItems=1; key of format k8s-label-key)"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+						two := scenarios.PodGroup(l.Name, scenarios.Group{Name: "two", MinCount: 1, TopologyKey: tasRack})
+						two.Spec.SchedulingConstraints.Topology = append(two.Spec.SchedulingConstraints.Topology, schedv1beta1.TopologyConstraint{Key: clusters.DefaultBlockKey})
+						_, err := l.Gang.PodGroups(l.Name).Create(ctx, two, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+						if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "must have at most 1 item") {
+							t.Errorf("PodGroup with 2 topology constraints: %v, want Invalid \"must have at most 1 item\"", err)
+						}
+						bad := scenarios.PodGroup(l.Name, scenarios.Group{Name: "bad", MinCount: 1, TopologyKey: "not a key!"})
+						if _, err := l.Gang.PodGroups(l.Name).Create(ctx, bad, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.schedulingConstraints.topology[0].key") {
+							t.Errorf("PodGroup with topology key %q: %v, want Invalid naming spec.schedulingConstraints.topology[0].key", "not a key!", err)
+						}
+					}},
+				{A: framework.Assertion{ID: "TAS-10", Statement: "a PodGroup's topology key cannot be changed once created (\"field is immutable\")", Ref: "workload-features §1.1 (immutable with the gate on)"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+						l.CreatePodGroup(ctx, t, scenarios.Group{Name: "fixed", MinCount: 1, TopologyKey: tasRack})
+						patch := []byte(`{"spec":{"schedulingConstraints":{"topology":[{"key":"` + clusters.DefaultBlockKey + `"}]}}}`)
+						_, err := l.Gang.PodGroups(l.Name).Patch(ctx, "fixed", types.MergePatchType, patch, metav1.PatchOptions{})
+						if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "immutable") {
+							t.Errorf("changing PodGroup fixed's topology key: %v, want Invalid \"field is immutable\"", err)
+						}
+					}},
+			},
+		},
 		{
 			Suite: "topology", Name: "topology: a key no node carries", Lane: twoRacks, NeedsGates: tasGates,
 			Steps: []framework.Step{
