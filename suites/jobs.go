@@ -113,6 +113,43 @@ func jobFeatures() []framework.Feature {
 		jobAllOrNothingFeature(one),
 		jobSuspendFeature(one),
 		{
+			Suite: "jobs", Name: "jobs: a failed member's replacement joins the group", Lane: one, NeedsGates: jobGates,
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "JOB-09", Statement: "one of a running gang Job's 2 pods (2 GPUs each) fails: the job controller's replacement names the same PodGroup and binds within 60s (the running member and the replacement make the quorum)", Ref: jobRef + ".4 (a failed pod leaves the gang's counts; its replacement joins the same PodGroup, filterControlledByJob)"},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+						jobCreate(ctx, t, l, "flaky", 2, 2, nil)
+						pg, _ := jobObjects(ctx, t, l, "flaky")
+						pods := jobPods(ctx, t, l, "flaky", 2)
+						l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), jobNames(pods)...)
+						failed := pods[0].Name
+						bmFinish(ctx, t, l, failed, corev1.PodFailed)
+						var replacement string
+						framework.Eventually(ctx, t, l.Env.Scaled(60*time.Second), "a replacement pod of Job flaky bound", func(ctx context.Context) (bool, string, error) {
+							list, err := l.Client.CoreV1().Pods(l.Name).List(ctx, metav1.ListOptions{LabelSelector: "job-name=flaky"})
+							if err != nil {
+								return false, "", err
+							}
+							var state []string
+							for _, p := range list.Items {
+								state = append(state, fmt.Sprintf("%s %s on %q", p.Name, p.Status.Phase, p.Spec.NodeName))
+								if p.Name == failed || p.Name == pods[1].Name {
+									continue
+								}
+								replacement = p.Name
+								if p.Spec.SchedulingGroup == nil || p.Spec.SchedulingGroup.PodGroupName == nil || *p.Spec.SchedulingGroup.PodGroupName != pg.Name {
+									t.Fatalf("replacement %s: schedulingGroup %+v, want podGroupName %s", p.Name, p.Spec.SchedulingGroup, pg.Name)
+								}
+								if p.Spec.NodeName != "" {
+									return true, "", nil
+								}
+							}
+							return false, fmt.Sprint(state), nil
+						})
+						t.Logf("replacement %s of failed pod %s bound", replacement, failed)
+					}},
+			},
+		},
+		{
 			Suite: "jobs", Name: "jobs: validation", Lane: one, NeedsGates: jobGates,
 			Steps: []framework.Step{
 				{A: framework.Assertion{ID: "JOB-06", Statement: "a Job with gang minCount 5 and parallelism 4 is refused: \"must not be greater than parallelism (4)\"", Ref: jobRef + ".1 (validation.go:656-688)"},
