@@ -175,26 +175,33 @@ func TestConformanceKind(t *testing.T) {
 	}
 }
 
-// TestConformanceFeatures runs the suites of workload features (suites.ClusterFeatures) on a local
-// cluster that hosts their features, each on its own: in the package's own run (TestMain's
-// cluster, gang core only) they skip, naming the gate that is off.
+// TestConformanceFeatures runs the suites of workload features (suites.ClusterFeatures) on one local
+// cluster that hosts all their features: in the package's own run (TestMain's cluster, gang core
+// only) they skip, naming the gate that is off. One cluster for all, as `gangbench e2e --features
+// all` runs them; each suite alone with only its own features is what its wrong builds' proofs run.
 func TestConformanceFeatures(t *testing.T) {
 	skipUnlessProof(t)
+	var tests, features []string
 	for _, name := range suites.SuiteNames() {
 		fs := suites.ClusterFeatures(name)
 		if len(fs) == 0 {
 			continue
 		}
-		test := suites.TestFunc(name)
-		t.Run(name, func(t *testing.T) {
-			err, out, failed := runSuiteBinary(t, "^"+test+"$", "-features", strings.Join(fs, ","))
-			if err != nil || len(failed) > 0 {
-				t.Errorf("suite %s with features %v: %v; failed assertions %v\n%s\n%s", name, fs, err, failed, failures(out, 120), tail(out, 40))
+		tests = append(tests, suites.TestFunc(name))
+		for _, f := range fs {
+			if !slices.Contains(features, f) {
+				features = append(features, f)
 			}
-			if !strings.Contains(out, "--- PASS: "+test+" ") || strings.Contains(out, "--- SKIP: "+test+"/") {
-				t.Errorf("%s did not pass with every assertion run on a cluster with features %v\n%s", test, fs, tail(out, 40))
-			}
-		})
+		}
+	}
+	err, out, failed := runSuiteBinary(t, "^("+strings.Join(tests, "|")+")$", "-features", strings.Join(features, ","))
+	if err != nil || len(failed) > 0 {
+		t.Errorf("suites %v with features %v: %v; failed assertions %v\n%s\n%s", tests, features, err, failed, failures(out, 120), tail(out, 40))
+	}
+	for _, test := range tests {
+		if !strings.Contains(out, "--- PASS: "+test+" ") || strings.Contains(out, "--- SKIP: "+test+"/") {
+			t.Errorf("%s did not pass with every assertion run on a cluster with features %v\n%s", test, features, tail(out, 40))
+		}
 	}
 }
 
