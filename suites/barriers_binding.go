@@ -7,7 +7,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gangbench/gangbench/scenarios"
 	"github.com/gangbench/gangbench/suites/framework"
@@ -55,16 +54,21 @@ func barrierBindingFeatures() []framework.Feature {
 					bmHoldFor(ctx, t, l, l.Env.Scaled(bmHoldWindow), bmHold{Unbound: []string{"refused-2"}})
 					l.Canary(ctx, t)
 				}},
-			{A: framework.Assertion{ID: "BAR-51", Statement: fmt.Sprintf("a third member that fits no node (16 GPUs) makes the gang whole in count: the gang is rejected, the refused member holds no GPUs, and a standalone 6-GPU pod binds beside the one bound member within %s (a nomination the refused member may keep is cleared first and reported: it is another way of holding GPUs, not this one)", bhWakeBound), Ref: brBindRef},
+			{A: framework.Assertion{ID: "BAR-51", Statement: fmt.Sprintf("a third member that fits no node (16 GPUs) makes the gang whole in count: the gang is rejected, the refused member holds no GPUs, and a standalone 6-GPU pod binds beside the one bound member within %s (a pod of priority 1 that cannot preempt, so that a nomination the refused member may keep, reported when seen, does not count)", bhWakeBound), Ref: brBindRef},
 				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					if !refusedLifted {
 						t.Fatal("the refusal was not lifted (BAR-50 failed early)")
 					}
 					l.CreatePods(ctx, t, bmMember("refused-3", "refused", 16))
 					l.WaitEvent(ctx, t, l.Env.Scaled(60*time.Second), "refused-3", "FailedScheduling")
-					brClearStaleNomination(ctx, t, l, "refused-2")
+					brReportStaleNomination(ctx, t, l, "refused-2")
+					// Priority 1, above the gang's 0, so that a nomination the refused member may keep
+					// does not count against it (nominated pods count only for pods of their priority
+					// or lower); preemptionPolicy Never, so that it cannot make room by evicting.
+					// What can still keep it out is a member the scheduler holds as assumed.
+					class := l.PriorityClass(ctx, t, "beside", 1, true)
 					at := time.Now()
-					l.CreatePods(ctx, t, scenarios.Member{Name: "beside", GPUs: 6})
+					l.CreatePods(ctx, t, scenarios.Member{Name: "beside", GPUs: 6, PriorityClassName: class})
 					bhWaitBoundWithin(ctx, t, l, at, "the standalone pod's creation", "boundBesideRejectedGang", "beside")
 					if o, err := l.Observe(ctx); err != nil {
 						t.Fatal(err)
@@ -77,24 +81,18 @@ func barrierBindingFeatures() []framework.Feature {
 	return []framework.Feature{refused}
 }
 
-// brClearStaleNomination clears a nominatedNodeName the refused member keeps after its gang was
-// rejected, and reports it. v1.37.2 left one there in a run with TopologyAwareWorkloadScheduling on,
-// and one make test run without it failed the same way (the standalone pod short of exactly those
-// GPUs, none of them bound): the nomination reserves the member's GPUs for
-// pods of its priority, which would hide what BAR-51 checks, the group's count of assumed members.
-// The pod update reaches the scheduler before the standalone pod created after it (one watch
-// stream), so the scheduler no longer counts the nomination when it places that pod.
-func brClearStaleNomination(ctx context.Context, t *testing.T, l *framework.Lane, pod string) {
+// brReportStaleNomination reports a nominatedNodeName the refused member keeps after its gang was
+// rejected. v1.37.2 sometimes leaves one (about one run in five on this machine under load, with
+// TopologyAwareWorkloadScheduling on or off): it reserves the member's GPUs for pods of its priority
+// or lower, which is why BAR-51's standalone pod has a higher one. Reported, not judged: the race is
+// upstream's, and its cause is not pinned down yet.
+func brReportStaleNomination(ctx context.Context, t *testing.T, l *framework.Lane, pod string) {
 	t.Helper()
 	p, err := l.Client.CoreV1().Pods(l.Name).Get(ctx, pod, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get pod %s: %v", pod, err)
 	}
-	if p.Status.NominatedNodeName == "" {
-		return
-	}
-	t.Logf("finding: %s keeps status.nominatedNodeName=%s after its gang was rejected (a stale nomination); cleared before the check", pod, p.Status.NominatedNodeName)
-	if _, err := l.Client.CoreV1().Pods(l.Name).Patch(ctx, pod, types.MergePatchType, []byte(`{"status":{"nominatedNodeName":null}}`), metav1.PatchOptions{}, "status"); err != nil {
-		t.Fatalf("clear the nomination of pod %s: %v", pod, err)
+	if p.Status.NominatedNodeName != "" {
+		t.Logf("finding: %s keeps status.nominatedNodeName=%s after its gang was rejected (a stale nomination that reserves its GPUs for pods of priority 0)", pod, p.Status.NominatedNodeName)
 	}
 }
