@@ -75,7 +75,7 @@ func jobFeatures() []framework.Feature {
 						}
 						pods := jobPods(ctx, t, l, "train", 4)
 						for _, p := range pods {
-							if p.Spec.SchedulingGroup == nil || p.Spec.SchedulingGroup.PodGroupName == nil || *p.Spec.SchedulingGroup.PodGroupName != pgName {
+							if !jobInGroup(&p, pgName) {
 								t.Errorf("pod %s: schedulingGroup %+v, want podGroupName %s", p.Name, p.Spec.SchedulingGroup, pgName)
 							}
 						}
@@ -136,7 +136,7 @@ func jobFeatures() []framework.Feature {
 									continue
 								}
 								replacement = p.Name
-								if p.Spec.SchedulingGroup == nil || p.Spec.SchedulingGroup.PodGroupName == nil || *p.Spec.SchedulingGroup.PodGroupName != pg.Name {
+								if !jobInGroup(&p, pg.Name) {
 									t.Fatalf("replacement %s: schedulingGroup %+v, want podGroupName %s", p.Name, p.Spec.SchedulingGroup, pg.Name)
 								}
 								if p.Spec.NodeName != "" {
@@ -250,7 +250,7 @@ func jobSuspendFeature(lane framework.LaneSpec) framework.Feature {
 					jobSetSuspend(ctx, t, l, "pause", false)
 					pods := jobPods(ctx, t, l, "pause", 2)
 					for _, p := range pods {
-						if p.Spec.SchedulingGroup == nil || p.Spec.SchedulingGroup.PodGroupName == nil || *p.Spec.SchedulingGroup.PodGroupName != pgName {
+						if !jobInGroup(&p, pgName) {
 							t.Errorf("pod %s after resume: schedulingGroup %+v, want podGroupName %s", p.Name, p.Spec.SchedulingGroup, pgName)
 						}
 					}
@@ -360,6 +360,12 @@ func jobNames(pods []corev1.Pod) []string {
 		out[i] = p.Name
 	}
 	return out
+}
+
+// jobInGroup says whether the pod's spec.schedulingGroup names the PodGroup.
+func jobInGroup(p *corev1.Pod, group string) bool {
+	sg := p.Spec.SchedulingGroup
+	return sg != nil && sg.PodGroupName != nil && *sg.PodGroupName == group
 }
 
 // jobOwnedBy says whether refs hold an owner of that kind and name, as the controller when asked.
