@@ -2,6 +2,7 @@ package clusters
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -153,6 +154,38 @@ func (t Topology) Groups(g NodeGroup) []NodeGroup {
 				rack.Labels[k] = v
 			}
 			out = append(out, rack)
+		}
+	}
+	return out
+}
+
+// Racked lays groups' nodes out in racks of nodesPerRack, in node order (group after group), the
+// way scheduler_perf's topology shapes number them: node i is in rack i/nodesPerRack, and rack r in
+// block r/racksPerBlock; the last rack takes what is left. A group that crosses a rack boundary is
+// split, so each returned group lies in one rack and carries that rack's labels (Labels, default
+// keys) beside its own. Unlike Topology, the node count need not be a multiple of the rack size: a
+// benchmark's --nodes is the user's.
+func Racked(groups []NodeGroup, nodesPerRack, racksPerBlock int) []NodeGroup {
+	if nodesPerRack < 1 {
+		return groups
+	}
+	racksPerBlock = max(1, racksPerBlock)
+	var out []NodeGroup
+	node := 0
+	for _, g := range groups {
+		for left := g.Count; left > 0; {
+			rack := node / nodesPerRack
+			n := min(left, (rack+1)*nodesPerRack-node)
+			part := g
+			part.Count = n
+			part.Labels = maps.Clone(g.Labels)
+			if part.Labels == nil {
+				part.Labels = map[string]string{}
+			}
+			maps.Copy(part.Labels, Topology{}.Labels(rack/racksPerBlock, rack%racksPerBlock))
+			out = append(out, part)
+			node += n
+			left -= n
 		}
 	}
 	return out

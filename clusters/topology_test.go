@@ -1,6 +1,7 @@
 package clusters
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -62,5 +63,37 @@ func TestTopologyGroups(t *testing.T) {
 	}
 	if base.Labels["topology.gangbench.dev/rack"] != "" || len(base.Labels) != 1 {
 		t.Errorf("the base group's labels were changed: %v", base.Labels)
+	}
+}
+
+// TestRacked: nodes numbered across groups go to rack i/nodesPerRack, a group crossing a rack
+// boundary is split, the last rack takes what is left, and blocks group racks.
+func TestRacked(t *testing.T) {
+	real := NodeGroup{Count: 2, Kubelet: RealKubelets, Labels: map[string]string{"team": "ml"}}
+	sim := NodeGroup{Count: 9, Kubelet: SimulatedNodes}
+	got := Racked([]NodeGroup{real, sim}, 4, 2)
+	type part struct {
+		count       int
+		kubelet     string
+		rack, block string
+	}
+	var parts []part
+	for _, g := range got {
+		parts = append(parts, part{g.Count, g.Kubelet, g.Labels[DefaultRackKey], g.Labels[DefaultBlockKey]})
+	}
+	want := []part{
+		{2, RealKubelets, "block-0-rack-0", "block-0"},
+		{2, SimulatedNodes, "block-0-rack-0", "block-0"},
+		{4, SimulatedNodes, "block-0-rack-1", "block-0"},
+		{3, SimulatedNodes, "block-1-rack-0", "block-1"},
+	}
+	if !slices.Equal(parts, want) {
+		t.Errorf("racked groups %v, want %v", parts, want)
+	}
+	if got[0].Labels["team"] != "ml" || real.Labels[DefaultRackKey] != "" {
+		t.Errorf("a group's own labels must be kept and the input left alone: %v, %v", got[0].Labels, real.Labels)
+	}
+	if out := Racked([]NodeGroup{sim}, 0, 0); len(out) != 1 || out[0].Labels != nil {
+		t.Errorf("no racks: the groups are returned as they are, got %v", out)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -29,12 +31,19 @@ type Shape struct {
 	Product            string
 	KubeAPIQPS         int
 	KubeAPIBurst       int
+	// NodesPerRack and RacksPerBlock lay the nodes out in racks (scenario.Cluster); 0 for none.
+	NodesPerRack, RacksPerBlock int
+	// Features are the clusters.FeatureSets the cluster hosts, comma-separated and sorted (a
+	// string, so that a Shape stays comparable and can key a map).
+	Features string
 }
 
 // ShapeOf is the shape a scenario asks for.
 func ShapeOf(s *scenario.Scenario) Shape {
 	return Shape{Nodes: s.Cluster.Nodes, GPUsPerNode: s.Cluster.GPUsPerNode, Product: s.Cluster.Product,
-		KubeAPIQPS: s.Scheduler.KubeAPIQPS, KubeAPIBurst: s.Scheduler.KubeAPIBurst}
+		KubeAPIQPS: s.Scheduler.KubeAPIQPS, KubeAPIBurst: s.Scheduler.KubeAPIBurst,
+		NodesPerRack: s.Cluster.NodesPerRack, RacksPerBlock: s.Cluster.RacksPerBlock,
+		Features: strings.Join(s.Features(), ",")}
 }
 
 // ClusterInfo is what a source says about the cluster it handed out, for the record.
@@ -92,7 +101,7 @@ func (s *ProviderSource) schedulerArgs(shape Shape) map[string]string {
 }
 
 // Spec is the spec of the cluster for a shape, and what the record says about it.
-func (s *ProviderSource) Spec(shape Shape) (clusters.Spec, ClusterInfo) {
+func (s *ProviderSource) Spec(shape Shape) (clusters.Spec, ClusterInfo, error) {
 	caps := s.Provider.Capabilities()
 	spec := s.Base
 	inv := fakegpu.Inventory{Count: shape.GPUsPerNode, Product: shape.Product}
@@ -103,6 +112,11 @@ func (s *ProviderSource) Spec(shape Shape) (clusters.Spec, ClusterInfo) {
 	}
 	sargs := s.schedulerArgs(shape)
 	spec.ExtraArgs[clusters.Scheduler] = sargs
+	if kcm := spec.ExtraArgs[clusters.ControllerManager]; kcm["controllers"] != "" && shape.Features != "" {
+		for _, f := range strings.Split(shape.Features, ",") {
+			kcm["controllers"] = withControllers(kcm["controllers"], FeatureControllers(f))
+		}
+	}
 	info := ClusterInfo{SchedulerQPS: sargs["kube-api-qps"], SchedulerBurst: sargs["kube-api-burst"]}
 	// Node creation is ~40 nodes/s on 2 cores; a fixed 3 minutes would fail 10 000 nodes.
 	timeout := 3*time.Minute + time.Duration(shape.Nodes)*20*time.Millisecond
@@ -122,15 +136,46 @@ func (s *ProviderSource) Spec(shape Shape) (clusters.Spec, ClusterInfo) {
 		// on a provider without real kubelets.
 		timeout = 5*time.Minute + time.Duration(shape.Nodes)*20*time.Millisecond
 	}
+	if shape.NodesPerRack > 0 {
+		groups := spec.Groups()
+		spec.Nodes, spec.GPU = 0, fakegpu.Inventory{}
+		spec.NodeGroups = clusters.Racked(groups, shape.NodesPerRack, shape.RacksPerBlock)
+		info.Notes = append(info.Notes, fmt.Sprintf("nodes in racks of %d (%d racks), %d racks to a block, labelled %s, %s and %s",
+			shape.NodesPerRack, (shape.Nodes+shape.NodesPerRack-1)/shape.NodesPerRack, max(1, shape.RacksPerBlock), clusters.DefaultRackKey, clusters.DefaultBlockKey, clusters.ZoneLabel))
+	}
 	if spec.ReadyTimeout == 0 {
 		spec.ReadyTimeout = timeout
 	}
-	return spec, info
+	if err := addFeatures(&spec, shape); err != nil {
+		return spec, info, err
+	}
+	return spec, info, nil
+}
+
+// addFeatures switches a shape's features on in spec, beside the user's (--features, whose gates
+// Base already holds): the scenario needs them whatever the user asked. The gate and runtime-config
+// maps are copied first, so Base, which every shape starts from, is left as it was.
+func addFeatures(spec *clusters.Spec, shape Shape) error {
+	if shape.Features == "" {
+		return nil
+	}
+	spec.FeatureGates, spec.RuntimeConfig = maps.Clone(spec.FeatureGates), maps.Clone(spec.RuntimeConfig)
+	var names []string
+	for _, f := range strings.Split(shape.Features, ",") {
+		if !slices.Contains(spec.Features, f) {
+			names = append(names, f)
+		}
+	}
+	spec.Features = slices.Clone(spec.Features)
+	return clusters.ApplyFeatures(spec, names)
 }
 
 // Create implements ClusterSource.
 func (s *ProviderSource) Create(ctx context.Context, shape Shape, nodes func(int)) (*clusters.Cluster, ClusterInfo, error) {
-	spec, info := s.Spec(shape)
+	spec, info, err := s.Spec(shape)
+	if err != nil {
+		return nil, info, err
+	}
 	if ek, ok := s.Provider.(clusters.EarlyKubeconfig); ok && nodes != nil {
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()

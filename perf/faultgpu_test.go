@@ -490,6 +490,27 @@ func TestProviderSource(t *testing.T) {
 	if gotSpec.Nodes != 7 || gotSpec.GPU.Count != 2 || len(gotSpec.NodeGroups) != 0 {
 		t.Errorf("without real kubelets: spec %+v", gotSpec)
 	}
+	// A topology and Job shape: racks as node groups, the features' gates, and the job controller
+	// added to the quiet profile's controllers, all without touching the Base every shape starts from.
+	s.Base.ExtraArgs[clusters.ControllerManager] = map[string]string{"controllers": "namespace-controller"}
+	s.Base.FeatureGates = map[string]bool{"Mine": true}
+	if _, _, err := s.Create(context.Background(), Shape{Nodes: 7, GPUsPerNode: 2, NodesPerRack: 3, RacksPerBlock: 2, Features: "jobs,tas"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	racks := map[string]int{}
+	for _, g := range gotSpec.NodeGroups {
+		racks[g.Labels[clusters.DefaultRackKey]] += g.Count
+	}
+	if len(racks) != 3 || racks["block-0-rack-0"] != 3 || racks["block-1-rack-0"] != 1 || gotSpec.Nodes != 0 {
+		t.Errorf("racks %v (nodes %d), want 3 + 3 + 1 in racks of 3", racks, gotSpec.Nodes)
+	}
+	if !gotSpec.FeatureGates["WorkloadWithJob"] || !gotSpec.FeatureGates["TopologyAwareWorkloadScheduling"] || !gotSpec.FeatureGates["Mine"] ||
+		gotSpec.ExtraArgs[clusters.ControllerManager]["controllers"] != "namespace-controller,job-controller" {
+		t.Errorf("gates %v, controllers %q", gotSpec.FeatureGates, gotSpec.ExtraArgs[clusters.ControllerManager]["controllers"])
+	}
+	if len(s.Base.FeatureGates) != 1 || s.Base.ExtraArgs[clusters.ControllerManager]["controllers"] != "namespace-controller" || len(s.Base.Features) != 0 {
+		t.Errorf("the base spec was changed: gates %v, controllers %q, features %v", s.Base.FeatureGates, s.Base.ExtraArgs[clusters.ControllerManager]["controllers"], s.Base.Features)
+	}
 }
 
 func groupCounts(spec clusters.Spec) (real, simulated int) {

@@ -217,6 +217,8 @@ func ItemNames() []string {
 		measure.ItemGangLatency, measure.ItemPhaseGangLatency, measure.ItemBindSpread,
 		measure.ItemPartialGangs, measure.ItemUnboundFitting, measure.ItemStatusRegressions,
 		measure.ItemCreationRate, ItemHarness, ItemQuietWait, measure.ItemAPIRequests, measure.ItemAPIErrors, measure.ItemWatchEvents, measure.ItemWatches,
+		measure.ItemOneDomainShare, measure.ItemPlacementsPerCycle, measure.ItemSchedulerCPUPerPod, measure.ItemTopologyCPURatio,
+		measure.ItemJobLatency, measure.ItemJobToPodGroup,
 	}
 	names = append(names, FaultItemNames()...)
 	for _, h := range measure.SchedulerHistograms() {

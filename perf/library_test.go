@@ -65,7 +65,7 @@ func TestDefaultSet(t *testing.T) {
 		}
 	}
 	// The upstream shapes too large for the 10-minute default budget are shipped, not run by default.
-	up, _, err := LoadScenarios(Selection{Labels: []string{"upstream", "-default"}}, scenario.Options{Nodes: 5000})
+	up, _, err := LoadScenarios(Selection{Labels: []string{"upstream", "-default", "-topology"}}, scenario.Options{Nodes: 5000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package perf
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/gangbench/gangbench/clusters"
@@ -60,6 +61,29 @@ func QuietControllers(realKubelets bool) []string {
 			"node-ipam-controller", "daemonset-controller")
 	}
 	return cs
+}
+
+// FeatureControllers are the controllers a workload feature needs beside QuietControllers: a
+// Job-driven scenario (feature jobs) needs the job controller, which writes each Job's Workload,
+// PodGroup and pods. A list of controllers the quiet profile set is extended with them; a user's
+// own list is not touched.
+func FeatureControllers(feature string) []string {
+	if feature == "jobs" {
+		return []string{"job-controller"}
+	}
+	return nil
+}
+
+// withControllers adds controllers to a --controllers value, unless it already runs them (by name
+// or "*").
+func withControllers(list string, add []string) string {
+	have := strings.Split(list, ",")
+	for _, c := range add {
+		if !slices.Contains(have, c) && !slices.Contains(have, "*") {
+			have = append(have, c)
+		}
+	}
+	return strings.Join(have, ",")
 }
 
 // QuietDisabledAdmission is the apiserver's --disable-admission-plugins in the quiet profile on a

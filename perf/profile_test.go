@@ -61,3 +61,20 @@ func TestApplyProfile(t *testing.T) {
 		t.Errorf("unknown profile: %v", err)
 	}
 }
+
+// TestFeatureControllers: a Job-driven shape adds the job controller to the quiet profile's list,
+// once, and leaves a list that runs every controller alone.
+func TestFeatureControllers(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"a,b", "a,b,job-controller"},
+		{"a,job-controller", "a,job-controller"},
+		{"*", "*"},
+	} {
+		if got := withControllers(tc.in, FeatureControllers("jobs")); got != tc.want {
+			t.Errorf("%q: %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if FeatureControllers("tas") != nil {
+		t.Error("tas needs no controller")
+	}
+}

@@ -197,6 +197,12 @@ func writeText(w io.Writer, r *results.Run) error {
 			b.WriteString("  " + l + "\n")
 		}
 	}
+	if lines := PlacementLines(r); len(lines) > 0 {
+		b.WriteString("\n" + placementCaption + "\n")
+		for _, l := range lines {
+			b.WriteString("  " + l + "\n")
+		}
+	}
 	if lines := GoRuntimeLines(r); len(lines) > 0 {
 		b.WriteString("\n" + goRuntimeCaption + "\n")
 		for _, l := range lines {
@@ -342,6 +348,11 @@ func writeMarkdown(w io.Writer, r *results.Run) error {
 	if lines := TrafficLines(r); len(lines) > 0 {
 		md.Heading(2, "apiserver traffic")
 		md.Paragraph(strings.ToUpper(trafficCaption[:1]) + trafficCaption[1:] + ".")
+		md.List(lines...)
+	}
+	if lines := PlacementLines(r); len(lines) > 0 {
+		md.Heading(2, "Topology and Jobs")
+		md.Paragraph(strings.ToUpper(placementCaption[:1]) + placementCaption[1:] + ".")
 		md.List(lines...)
 	}
 	if lines := GoRuntimeLines(r); len(lines) > 0 {

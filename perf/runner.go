@@ -390,6 +390,12 @@ func (r *runner) record(sc *scenario.Scenario) {
 	x[p+"gpusPerNode"] = strconv.Itoa(sc.Cluster.GPUsPerNode)
 	x[p+"schedulerKubeAPIQPS"] = r.info.SchedulerQPS
 	x[p+"schedulerKubeAPIBurst"] = r.info.SchedulerBurst
+	if f := sc.Features(); len(f) > 0 {
+		x[p+"features"] = strings.Join(f, ",")
+	}
+	if sc.Cluster.NodesPerRack > 0 {
+		x[p+"racks"] = fmt.Sprintf("%d of %d nodes, %d to a block", sc.Cluster.Racks(), sc.Cluster.NodesPerRack, sc.Cluster.RacksPerBlock)
+	}
 	x["loadgen.qps"] = strconv.FormatFloat(float64(r.loadQPS()), 'f', -1, 32)
 	x["loadgen.burst"] = strconv.Itoa(r.loadBurst())
 	if len(sc.Params) > 0 {
@@ -475,6 +481,13 @@ func randSuffix() string {
 	return hex.EncodeToString(b[:])
 }
 
+// startWatch starts a watch of the repetition's namespace, allowing its initial list a minute.
+func startWatch(ctx context.Context, start func(context.Context) error) error {
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return start(sctx)
+}
+
 // repetition runs one repetition in its own namespace.
 func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface, gang, loadGang *gangapi.Client, sc *scenario.Scenario, rep int, cleanup bool) (err error) {
 	ns := fmt.Sprintf("%s-%d-%s", sc.Name, rep, randSuffix())
@@ -502,13 +515,18 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 	var bound atomic.Int64
 	tl := timeline.NewTimeline(func(string) { bb.Set(int(bound.Add(1))) })
 	rec := timeline.NewRecorder(cs, ns, tl)
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	err = rec.Start(sctx)
-	cancel()
-	if err != nil {
+	if err := startWatch(ctx, rec.Start); err != nil {
 		return err
 	}
 	defer rec.Stop()
+	var jobs *loadgen.JobGroups
+	if slices.ContainsFunc(sc.Phases, func(p scenario.Phase) bool { return p.ViaJob }) {
+		jobs = loadgen.NewJobGroups(cs, ns, tl)
+		if err := startWatch(ctx, jobs.Start); err != nil {
+			return err
+		}
+		defer jobs.Stop()
+	}
 	defer func() {
 		if werr := r.writeEvents(sc.Name, rep, tl.Events()); werr != nil {
 			err = errors.Join(err, werr)
@@ -525,7 +543,7 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 		defer faults.stop()
 	}
 	gen := &loadgen.Generator{
-		Client: loadCS, Gang: loadGang, Namespace: ns, SchedulerName: r.cl.SchedulerName, Workers: r.o.Workers, Timeline: tl,
+		Client: loadCS, Gang: loadGang, Namespace: ns, SchedulerName: r.cl.SchedulerName, Workers: r.o.Workers, Timeline: tl, Jobs: jobs,
 		OnGroup: func() { progressMu.Lock(); groupsMade++; gb.Set(groupsMade); progressMu.Unlock() },
 		OnPod: func() {
 			progressMu.Lock()
@@ -655,7 +673,9 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 		}
 		items = append(items, fitems...)
 	}
-	items = append(items, creationItem(created, items))
+	if it, ok := creationItem(created, items); ok {
+		items = append(items, it)
+	}
 	if unit, n := r.o.SpeedProbe.Between(windowStart, windowStart.Add(elapsed)); n > 0 {
 		items = append(items, MachineSpeedItem(unit, n))
 	}
@@ -782,21 +802,19 @@ func waitBound(ctx context.Context, tl *timeline.Timeline, phases []string, want
 }
 
 // creationItem is the load generator's achieved rate over the measured phases, with the ratio to
-// the binding rate: below 2 in a burst, the generator may have been what limited binding.
-func creationItem(created []loadgen.Stats, items []results.DataItem) results.DataItem {
+// the binding rate: below 2 in a burst, the generator may have been what limited binding. None when
+// the load generator created no pod (every measured phase Job-driven: the job controller creates
+// them, and its pace is part of what is measured).
+func creationItem(created []loadgen.Stats, items []results.DataItem) (results.DataItem, bool) {
 	var pods, groups int
-	var first, last time.Time
 	for _, s := range created {
 		pods += s.Pods
 		groups += s.PodGroups
-		if first.IsZero() || s.First.Before(first) {
-			first = s.First
-		}
-		if s.Last.After(last) {
-			last = s.Last
-		}
 	}
-	d := last.Sub(first)
+	if pods == 0 {
+		return results.DataItem{}, false
+	}
+	d := creatingTime(created)
 	data := map[string]float64{"Pods": float64(pods), "PodGroups": float64(groups), "DurationSeconds": d.Seconds()}
 	if d > 0 {
 		data["Average"] = float64(pods) / d.Seconds()
@@ -806,7 +824,32 @@ func creationItem(created []loadgen.Stats, items []results.DataItem) results.Dat
 			data["RatioToBindingRate"] = data["Average"] / it.Data["Average"]
 		}
 	}
-	return results.DataItem{Name: measure.ItemCreationRate, Unit: "pods/s", Data: data}
+	return results.DataItem{Name: measure.ItemCreationRate, Unit: "pods/s", Data: data}, true
+}
+
+// creatingTime is how long the load generator was creating: the union of the phases' create spans.
+// A phase that starts after the previous one is bound (start: afterBound) leaves a gap in which
+// nothing is created; counting that wait would make the generator look slower than it was.
+func creatingTime(created []loadgen.Stats) time.Duration {
+	spans := slices.Clone(created)
+	slices.SortFunc(spans, func(a, b loadgen.Stats) int { return a.First.Compare(b.First) })
+	var total time.Duration
+	var from, to time.Time
+	for _, s := range spans {
+		if s.Pods == 0 {
+			continue // a Job-driven phase: the job controller created its pods
+		}
+		switch {
+		case from.IsZero():
+			from, to = s.First, s.Last
+		case s.First.After(to):
+			total += to.Sub(from)
+			from, to = s.First, s.Last
+		case s.Last.After(to):
+			to = s.Last
+		}
+	}
+	return total + to.Sub(from)
 }
 
 // checkLoad notes when the load generator may have been the bottleneck.

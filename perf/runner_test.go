@@ -60,9 +60,22 @@ func TestCreationItem(t *testing.T) {
 		{Phase: "a", PodGroups: 10, Pods: 30, First: t0, Last: t0.Add(time.Second)},
 		{Phase: "b", PodGroups: 5, Pods: 30, First: t0.Add(500 * time.Millisecond), Last: t0.Add(2 * time.Second)},
 	}
-	it := creationItem(created, []results.DataItem{{Name: measure.ItemBindingRate, Data: map[string]float64{"Average": 10}}})
-	if it.Data["Pods"] != 60 || it.Data["PodGroups"] != 15 || it.Data["Average"] != 30 || it.Data["RatioToBindingRate"] != 3 || it.Unit != "pods/s" {
-		t.Errorf("creation item: %v", it.Data)
+	bind := []results.DataItem{{Name: measure.ItemBindingRate, Data: map[string]float64{"Average": 10}}}
+	it, ok := creationItem(created, bind)
+	if !ok || it.Data["Pods"] != 60 || it.Data["PodGroups"] != 15 || it.Data["Average"] != 30 || it.Data["RatioToBindingRate"] != 3 || it.Unit != "pods/s" {
+		t.Errorf("creation item: %v (reported: %v)", it.Data, ok)
+	}
+	// Phases one after the other: the wait between them is not creating time.
+	apart := []loadgen.Stats{
+		{Phase: "a", Pods: 30, First: t0, Last: t0.Add(time.Second)},
+		{Phase: "b", Pods: 30, First: t0.Add(10 * time.Second), Last: t0.Add(11 * time.Second)},
+	}
+	if it, _ := creationItem(apart, bind); it.Data["Average"] != 30 || it.Data["DurationSeconds"] != 2 {
+		t.Errorf("sequential phases: %v, want 60 pods over 2 s of creating", it.Data)
+	}
+	// Job-driven phases only: the job controller made the pods, so the load generator has no pod rate.
+	if it, ok := creationItem([]loadgen.Stats{{Phase: "jobs", Jobs: 5, First: t0, Last: t0.Add(time.Second)}}, bind); ok {
+		t.Errorf("creation item for Job-driven phases only: %v, want none", it.Data)
 	}
 }
 

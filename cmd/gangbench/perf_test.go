@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -67,7 +68,7 @@ func TestPerfReport(t *testing.T) {
 		t.Errorf("a directory without run.json: %v", err)
 	}
 	out, err = execPerf(t, "list")
-	if err != nil || !strings.Contains(out, "upstream-3gangs-1000pods  upstream,default") {
+	if err != nil || !regexp.MustCompile(`(?m)^upstream-3gangs-1000pods +upstream,default `).MatchString(out) {
 		t.Errorf("list: %v\n%s", err, out)
 	}
 }

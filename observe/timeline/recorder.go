@@ -16,6 +16,10 @@ import (
 // PhaseLabel is the pod label carrying the scenario phase a pod belongs to.
 const PhaseLabel = "gangbench.dev/phase"
 
+// ControllerLabel marks pods a controller creates (a Job's), whose creation no create call of this
+// process returns: the recorder adds their PodCreated when it first sees them.
+const ControllerLabel = "gangbench.dev/made-by"
+
 // Recorder watches the pods of one namespace and adds PodBound and PodDeleted events to a Timeline.
 // It keeps only the few fields it needs of each pod, so 10 000 pods cost a few MB, not the ~10 KB
 // each a full object would.
@@ -27,6 +31,7 @@ type Recorder struct {
 
 	mu      sync.Mutex
 	deleted map[string]bool
+	seen    map[string]bool // controller-made pods already recorded as created
 
 	stop    chan struct{}
 	factory informers.SharedInformerFactory
@@ -34,7 +39,7 @@ type Recorder struct {
 
 // NewRecorder returns a recorder of namespace's pods into tl.
 func NewRecorder(cs kubernetes.Interface, namespace string, tl *Timeline) *Recorder {
-	return &Recorder{cs: cs, namespace: namespace, tl: tl, clock: time.Now, deleted: map[string]bool{}}
+	return &Recorder{cs: cs, namespace: namespace, tl: tl, clock: time.Now, deleted: map[string]bool{}, seen: map[string]bool{}}
 }
 
 // Start begins the watch and returns once the initial list has been delivered, or when ctx ends.
@@ -86,6 +91,15 @@ func (r *Recorder) observe(obj any, gone bool) {
 		group = *sg.PodGroupName
 	}
 	phase := p.Labels[PhaseLabel]
+	if _, made := p.Labels[ControllerLabel]; made {
+		r.mu.Lock()
+		first := !r.seen[p.Name]
+		r.seen[p.Name] = true
+		r.mu.Unlock()
+		if first {
+			r.tl.Add(Event{Time: now, Kind: PodCreated, Phase: phase, Group: group, Pod: p.Name})
+		}
+	}
 	if p.Spec.NodeName != "" {
 		// Timeline.Add drops repeats: the first sighting is the bind time.
 		r.tl.Add(Event{Time: now, Kind: PodBound, Phase: phase, Group: group, Pod: p.Name, Node: p.Spec.NodeName})
@@ -115,8 +129,13 @@ func slimPod(obj any) (any, error) {
 		},
 		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName, SchedulingGroup: p.Spec.SchedulingGroup},
 	}
-	if v, ok := p.Labels[PhaseLabel]; ok {
-		slim.Labels = map[string]string{PhaseLabel: v}
+	for _, k := range []string{PhaseLabel, ControllerLabel} {
+		if v, ok := p.Labels[k]; ok {
+			if slim.Labels == nil {
+				slim.Labels = map[string]string{}
+			}
+			slim.Labels[k] = v
+		}
 	}
 	return slim, nil
 }

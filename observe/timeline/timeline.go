@@ -21,8 +21,12 @@ const (
 	// PodGroupCreated: the load generator's create call for a PodGroup returned. It carries the
 	// group's quorum and policy so a timeline can be checked on its own, from the file.
 	PodGroupCreated = "podGroupCreated"
-	// PodCreated: the load generator's create call for a pod returned.
+	// PodCreated: the load generator's create call for a pod returned, or, for a pod a controller
+	// made (ControllerLabel), the watch first saw it.
 	PodCreated = "podCreated"
+	// JobCreated: the load generator's create call for a Job returned; Job names it. The job
+	// controller then makes the group, whose PodGroupCreated carries the same Job.
+	JobCreated = "jobCreated"
 	// PodBound: the watch first saw the pod with spec.nodeName set.
 	PodBound = "podBound"
 	// PodDeleted: the watch first saw the pod terminating or gone (a preemption victim, here).
@@ -43,6 +47,8 @@ type Event struct {
 	Group    string    `json:"group,omitempty"`
 	Pod      string    `json:"pod,omitempty"`
 	Node     string    `json:"node,omitempty"`
+	// Job is the Job a group was made for (JobCreated, and the PodGroupCreated of its group).
+	Job string `json:"job,omitempty"`
 	// MinCount, Policy and DisruptionMode describe the group on PodGroupCreated.
 	MinCount       int    `json:"minCount,omitempty"`
 	Policy         string `json:"policy,omitempty"`
@@ -155,7 +161,7 @@ func ReadJSONL(r io.Reader) ([]Event, error) {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
 		switch e.Kind {
-		case PodGroupCreated, PodCreated, PodBound, PodDeleted:
+		case PodGroupCreated, PodCreated, PodBound, PodDeleted, JobCreated:
 		default:
 			return nil, fmt.Errorf("line %d: unknown event kind %q", line, e.Kind)
 		}

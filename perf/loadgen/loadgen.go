@@ -65,8 +65,12 @@ type Generator struct {
 	// Timeline receives a PodGroupCreated and a PodCreated event per object, stamped when the
 	// create call returned.
 	Timeline *timeline.Timeline
-	// OnGroup and OnPod, when set, are called after each create (progress bars).
+	// OnGroup and OnPod, when set, are called after each create (progress bars); OnGroup after a
+	// Job's, for a Job-driven phase.
 	OnGroup, OnPod func()
+	// Jobs, when set, learns the phase of each Job before it is created, so the PodGroup the job
+	// controller makes for it is recorded with it. A Job-driven phase needs it.
+	Jobs *JobGroups
 }
 
 // Stats is what one phase's creation achieved.
@@ -76,6 +80,8 @@ type Stats struct {
 	// not among them.
 	PodGroups int
 	Pods      int
+	// Jobs counts the Jobs of a Job-driven phase (whose PodGroups and pods the job controller makes).
+	Jobs int
 	// First and Last are when the first create was sent and the last one returned.
 	First, Last time.Time
 }
@@ -116,7 +122,10 @@ func (g *Generator) Run(ctx context.Context, ph scenario.Phase) (Stats, error) {
 				pods, err := g.group(ctx, ph, i)
 				mu.Lock()
 				st.Pods += pods
-				if err == nil {
+				switch {
+				case err == nil && ph.ViaJob:
+					st.Jobs++
+				case err == nil:
 					st.PodGroups++
 				}
 				mu.Unlock()
@@ -179,6 +188,10 @@ func (g *Generator) dispatch(ctx context.Context, ph scenario.Phase, jobs chan<-
 
 // group creates PodGroup i and its pods; it returns how many pods it created.
 func (g *Generator) group(ctx context.Context, ph scenario.Phase, i int) (int, error) {
+	if ph.ViaJob {
+		// The job controller creates the pods; the pod watch records them (timeline.ControllerLabel).
+		return 0, g.job(ctx, ph, i)
+	}
 	name := GroupName(ph.Name, i)
 	if err := g.podGroup(ctx, ph, i, false); err != nil {
 		return 0, err
@@ -204,7 +217,7 @@ func (g *Generator) podGroup(ctx context.Context, ph scenario.Phase, i int, ahea
 	}
 	pg := scenarios.PodGroup(g.Namespace, scenarios.Group{
 		Name: name, MinCount: minCount, DisruptionAll: ph.DisruptionAll, PriorityClassName: ph.PriorityClass,
-		Labels: map[string]string{timeline.PhaseLabel: ph.Name},
+		Labels: map[string]string{timeline.PhaseLabel: ph.Name}, TopologyKey: ph.TopologyKey,
 	})
 	err := retry(ctx, func() error {
 		_, err := g.podGroups().Create(ctx, pg, metav1.CreateOptions{})

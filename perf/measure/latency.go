@@ -14,6 +14,14 @@ import (
 // than one phase, so the overall figure can be told apart from its parts.
 const ItemPhaseGangLatency = "phaseGangLatency"
 
+// Items of Job-driven phases (via: job), where the job controller stands between the user's create
+// and the PodGroup: jobLatency is Job created → last member bound, the figure a user of Jobs waits
+// for; jobToPodGroup is Job created → its PodGroup first seen, the job controller's part of it.
+const (
+	ItemJobLatency    = "jobLatency"
+	ItemJobToPodGroup = "jobToPodGroup"
+)
+
 // GroupTimes is what the timeline says of one PodGroup.
 type GroupTimes struct {
 	Group, Phase string
@@ -25,6 +33,10 @@ type GroupTimes struct {
 	FirstBound time.Time
 	LastBound  time.Time
 	Bound      int
+	// Job and JobCreated are the Job the group was made for and when its create returned (zero
+	// for groups the load generator made itself).
+	Job        string
+	JobCreated time.Time
 }
 
 // Complete reports whether the group was placed: a gang reached its quorum, a basic group got at
@@ -48,15 +60,27 @@ func Groups(events []timeline.Event, phases []string) []GroupTimes {
 	idx := map[string]int{}
 	var out []GroupTimes
 	seen, ahead := map[string]bool{}, map[string]bool{}
+	// A Job's PodGroup may be seen before the Job's create call returns (the watch can beat the
+	// response), so a group finds its Job's time either way round.
+	jobCreated, jobGroup := map[string]time.Time{}, map[string]int{}
 	for _, e := range timeline.Sorted(events) {
 		if !slices.Contains(phases, e.Phase) {
 			continue
 		}
 		switch e.Kind {
+		case timeline.JobCreated:
+			jobCreated[e.Job] = e.Time
+			if i, ok := jobGroup[e.Job]; ok {
+				out[i].JobCreated = e.Time
+			}
 		case timeline.PodGroupCreated:
 			if _, ok := idx[e.Group]; !ok {
 				idx[e.Group] = len(out)
-				out = append(out, GroupTimes{Group: e.Group, Phase: e.Phase, Policy: e.Policy, MinCount: e.MinCount, Created: e.Time})
+				out = append(out, GroupTimes{Group: e.Group, Phase: e.Phase, Policy: e.Policy, MinCount: e.MinCount, Created: e.Time,
+					Job: e.Job, JobCreated: jobCreated[e.Job]})
+				if e.Job != "" {
+					jobGroup[e.Job] = len(out) - 1
+				}
 				if e.Ahead {
 					ahead[e.Group] = true
 				}
@@ -101,6 +125,9 @@ func (m *gangLatency) Gather(context.Context) ([]results.DataItem, error) {
 	if incomplete > 0 {
 		m.env.note("%d of %d measured PodGroups were never placed; their latency is left out of gangLatency", incomplete, len(groups))
 	}
+	if job, toGroup, ok := JobLatencyData(groups); ok {
+		items = append(items, results.DataItem{Name: ItemJobLatency, Unit: "s", Data: job}, results.DataItem{Name: ItemJobToPodGroup, Unit: "s", Data: toGroup})
+	}
 	if len(m.env.Measured) > 1 {
 		for _, ph := range m.env.Measured {
 			var sub []GroupTimes
@@ -131,4 +158,21 @@ func LatencyData(groups []GroupTimes) (latency, spread map[string]float64, incom
 	latency, spread = stats.Summarize(l).Data(), stats.Summarize(s).Data()
 	latency["Incomplete"] = float64(incomplete)
 	return latency, spread, incomplete
+}
+
+// JobLatencyData summarises the groups made for Jobs: Job created → last member bound over the
+// complete ones, and Job created → PodGroup seen over all; false when no group was made for a Job.
+func JobLatencyData(groups []GroupTimes) (job, toGroup map[string]float64, ok bool) {
+	var l, g []float64
+	for _, gt := range groups {
+		if gt.Job == "" || gt.JobCreated.IsZero() {
+			continue
+		}
+		ok = true
+		g = append(g, gt.Created.Sub(gt.JobCreated).Seconds())
+		if gt.Complete() {
+			l = append(l, gt.LastBound.Sub(gt.JobCreated).Seconds())
+		}
+	}
+	return stats.Summarize(l).Data(), stats.Summarize(g).Data(), ok
 }

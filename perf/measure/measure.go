@@ -67,7 +67,7 @@ const (
 
 // Names lists every measurement in its canonical order.
 func Names() []string {
-	return []string{BindingRate, GangLatency, SchedulerMetrics, Invariants, Resources, Traffic, GoRuntime}
+	return []string{BindingRate, GangLatency, SchedulerMetrics, Invariants, Topology, Resources, Traffic, GoRuntime}
 }
 
 // Registry maps names to factories. It is built on each call, not kept in a package variable, so
@@ -78,6 +78,7 @@ func Registry() map[string]Factory {
 		GangLatency:      newGangLatency,
 		SchedulerMetrics: newSchedulerMetrics,
 		Invariants:       newInvariants,
+		Topology:         newTopology,
 		Resources:        newResources,
 		Traffic:          newTraffic,
 		GoRuntime:        newGoRuntime,

@@ -253,6 +253,9 @@ func (m *resources) Gather(ctx context.Context) ([]results.DataItem, error) {
 		items[len(items)-1].Data["SchedulerPerfWindowSeconds"] = pw.To.Sub(pw.From).Seconds()
 		items[len(items)-1].Data["SchedulerPerfWindowPods"] = float64(pw.Pods)
 	}
+	if m.env.Timeline != nil && m.env.Scenario != nil {
+		items = append(items, phaseCPUItems(m.series[clusters.Scheduler], m.env.Timeline.Events(), m.env.Scenario, m.env.Measured, m.env.note)...)
+	}
 	if steal >= stolenCores {
 		// Stolen time counts as busy but ran none of the cluster: the same work then takes longer
 		// on the wall clock than on a machine of its own.

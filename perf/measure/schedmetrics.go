@@ -39,7 +39,34 @@ func SchedulerCounters() []SchedulerCounter {
 		{"podGroupScheduleAttempts", "scheduler_podgroup_schedule_attempts_total", "result"},
 		{"podScheduleAttempts", "scheduler_schedule_attempts_total", "result"},
 		{"workloadPreemptionAttempts", "scheduler_workload_preemption_attempts_total", "result"},
+		// Registered only with TopologyAwareWorkloadScheduling on (workload-features §1.7): a
+		// constrained group's cycle generates one placement per domain; an unconstrained one, 1.
+		{"generatedPlacements", "scheduler_generated_placements_total", "profile"},
+		{"placementEvaluations", "scheduler_placement_evaluations_total", "result"},
 	}
+}
+
+// ItemPlacementsPerCycle is placements generated and evaluated per PodGroup scheduling cycle
+// (Generated, Evaluated, Feasible), from the placement counters over
+// scheduler_podgroup_schedule_attempts_total: what one gang cycle costs the topology algorithm.
+const ItemPlacementsPerCycle = "placementsPerGangCycle"
+
+// placementsPerCycle derives ItemPlacementsPerCycle from the counter items; false without the
+// placement counters (gate off) or without a cycle.
+func placementsPerCycle(items []results.DataItem) (results.DataItem, bool) {
+	by := map[string]map[string]float64{}
+	for _, it := range items {
+		by[it.Name] = it.Data
+	}
+	cycles := by["podGroupScheduleAttempts"]["Total"]
+	gen, ok := by["generatedPlacements"]
+	if !ok || cycles <= 0 {
+		return results.DataItem{}, false
+	}
+	eval := by["placementEvaluations"]
+	return results.DataItem{Name: ItemPlacementsPerCycle, Unit: "placements", Data: map[string]float64{
+		"Generated": gen["Total"] / cycles, "Evaluated": eval["Total"] / cycles, "Feasible": eval["feasible"] / cycles, "Cycles": cycles,
+	}}, true
 }
 
 func schedulerFamilies() []string {
@@ -151,6 +178,9 @@ func SchedulerItems(before, after *metrics.Snapshot) ([]results.DataItem, error)
 		}
 		data["Total"] = total
 		items = append(items, results.DataItem{Name: c.Item, Unit: "count", Data: data})
+	}
+	if it, ok := placementsPerCycle(items); ok {
+		items = append(items, it)
 	}
 	return items, nil
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/perf/internal/strictyaml"
 )
 
@@ -94,7 +95,7 @@ func Load(file string, data []byte, opts Options) (*Scenario, error) {
 			case "reference":
 				s.Reference = decodeReference(d, v)
 			case "cluster":
-				d.Map(v, "cluster", []string{"nodes", "gpusPerNode", "product"}, func(key string, _, v *yaml.Node) {
+				d.Map(v, "cluster", []string{"nodes", "gpusPerNode", "product", "nodesPerRack", "racksPerBlock"}, func(key string, _, v *yaml.Node) {
 					pos["cluster."+key] = v
 					switch key {
 					case "nodes":
@@ -103,6 +104,10 @@ func Load(file string, data []byte, opts Options) (*Scenario, error) {
 						s.Cluster.GPUsPerNode, _ = d.Int(v, "cluster.gpusPerNode")
 					case "product":
 						s.Cluster.Product, _ = d.String(v, "cluster.product")
+					case "nodesPerRack":
+						s.Cluster.NodesPerRack, _ = d.Int(v, "cluster.nodesPerRack")
+					case "racksPerBlock":
+						s.Cluster.RacksPerBlock, _ = d.Int(v, "cluster.racksPerBlock")
 					}
 				})
 				pos["cluster"] = v
@@ -191,7 +196,7 @@ func decodePhase(d *strictyaml.Decoder, n *yaml.Node, field string, pos position
 	ph := Phase{Policy: Gang, Start: AfterCreated}
 	pos[field] = n
 	minCountSet := false
-	d.Map(n, field, []string{"name", "groups", "fill", "podsPerGroup", "gpusPerPod", "cpu", "memory", "policy", "minCount", "priorityClass", "priority", "disruptionMode", "arrival", "prefill", "start"},
+	d.Map(n, field, []string{"name", "groups", "fill", "podsPerGroup", "gpusPerPod", "cpu", "memory", "policy", "minCount", "priorityClass", "priority", "disruptionMode", "arrival", "prefill", "start", "topology", "via"},
 		func(key string, _, v *yaml.Node) {
 			f := field + "." + key
 			pos[f] = v
@@ -222,15 +227,8 @@ func decodePhase(d *strictyaml.Decoder, n *yaml.Node, field string, pos position
 					ph.Memory = q
 				}
 			case "policy":
-				s, ok := d.String(v, f)
-				if !ok {
-					return
-				}
-				switch Policy(s) {
-				case Gang, Basic:
-					ph.Policy = Policy(s)
-				default:
-					d.Errorf(v, f, "%q is not a policy (accepted: gang, basic)", s)
+				if c, ok := choice(d, v, f, "a policy", string(Gang), string(Basic)); ok {
+					ph.Policy = Policy(c)
 				}
 			case "minCount":
 				minCountSet = true
@@ -245,31 +243,20 @@ func decodePhase(d *strictyaml.Decoder, n *yaml.Node, field string, pos position
 				}
 				ph.Priority = int32(p)
 			case "disruptionMode":
-				s, ok := d.String(v, f)
-				if !ok {
-					return
-				}
-				switch s {
-				case "single":
-				case "all":
-					ph.DisruptionAll = true
-				default:
-					d.Errorf(v, f, "%q is not a disruption mode (accepted: single, all)", s)
-				}
+				c, _ := choice(d, v, f, "a disruption mode", "single", "all")
+				ph.DisruptionAll = c == "all"
 			case "arrival":
 				decodeArrival(d, v, f, &ph)
 			case "prefill":
 				ph.Prefill, _ = d.Bool(v, f)
+			case "topology":
+				decodeTopology(d, v, f, &ph)
+			case "via":
+				c, _ := choice(d, v, f, "a way to create groups", "podGroup", "job")
+				ph.ViaJob = c == "job"
 			case "start":
-				s, ok := d.String(v, f)
-				if !ok {
-					return
-				}
-				switch Start(s) {
-				case AfterCreated, AfterBound, WithPrevious:
-					ph.Start = Start(s)
-				default:
-					d.Errorf(v, f, "%q is not a start mode (accepted: afterCreated, afterBound, withPrevious)", s)
+				if c, ok := choice(d, v, f, "a start mode", string(AfterCreated), string(AfterBound), string(WithPrevious)); ok {
+					ph.Start = Start(c)
 				}
 			}
 		})
@@ -281,6 +268,42 @@ func decodePhase(d *strictyaml.Decoder, n *yaml.Node, field string, pos position
 		d.Errorf(pos[field+".minCount"], field+".minCount", "only gang groups have a quorum; remove minCount or set policy: gang")
 	}
 	return ph
+}
+
+// choice decodes a string that must be one of accepted; the error names what it is and them all.
+func choice(d *strictyaml.Decoder, v *yaml.Node, f, what string, accepted ...string) (string, bool) {
+	s, ok := d.String(v, f)
+	if !ok {
+		return "", false
+	}
+	if !slices.Contains(accepted, s) {
+		d.Errorf(v, f, "%q is not %s (accepted: %s)", s, what, strings.Join(accepted, ", "))
+		return "", false
+	}
+	return s, true
+}
+
+// decodeTopology reads a phase's topology: rack, block or zone name the cluster's topology
+// labels (clusters.Topology's keys); anything else must be a label key.
+func decodeTopology(d *strictyaml.Decoder, v *yaml.Node, f string, ph *Phase) {
+	s, ok := d.String(v, f)
+	if !ok {
+		return
+	}
+	switch s {
+	case "rack":
+		ph.TopologyKey = clusters.DefaultRackKey
+	case "block":
+		ph.TopologyKey = clusters.DefaultBlockKey
+	case "zone":
+		ph.TopologyKey = clusters.ZoneLabel
+	default:
+		if errs := validation.IsQualifiedName(s); len(errs) > 0 {
+			d.Errorf(v, f, "%q is neither rack, block nor zone, nor a label key: %s", s, strings.Join(errs, "; "))
+			return
+		}
+		ph.TopologyKey = s
+	}
 }
 
 // decodeArrival accepts `burst`, `schedulerPerf` or `{groupsPerSecond: N}`.
@@ -357,6 +380,7 @@ func validate(d *strictyaml.Decoder, s *Scenario, root *yaml.Node, pos positions
 			d.Errorf(pos.at("cluster.product", pos.at("cluster", root)), "cluster.product", "%q%s is not a valid label value: %s", p, productVia(opts), strings.Join(errs, "; "))
 		}
 	}
+	validateRacks(d, s, root, pos)
 	if !d.Failed("scheduler.kubeAPIQPS") && s.Scheduler.KubeAPIQPS < 1 {
 		d.Errorf(pos.at("scheduler.kubeAPIQPS", root), "scheduler.kubeAPIQPS", "%d: want at least 1 (the stock kube-scheduler uses %d)", s.Scheduler.KubeAPIQPS, StockKubeAPIQPS)
 	}
@@ -386,6 +410,27 @@ func validate(d *strictyaml.Decoder, s *Scenario, root *yaml.Node, pos positions
 	// otherwise they would repeat the cluster error as a symptom on every phase.
 	clusterOK := !d.Failed(nodesField) && !d.Failed("cluster.gpusPerNode")
 	validatePhases(d, s, pos, via, clusterOK)
+}
+
+// validateRacks checks cluster.nodesPerRack and cluster.racksPerBlock.
+func validateRacks(d *strictyaml.Decoder, s *Scenario, root *yaml.Node, pos positions) {
+	at := func(key string) *yaml.Node { return pos.at("cluster."+key, pos.at("cluster", root)) }
+	if pos["cluster.nodesPerRack"] != nil && !d.Failed("cluster.nodesPerRack") && (s.Cluster.NodesPerRack < 1 || s.Cluster.NodesPerRack > MaxNodes) {
+		d.Errorf(at("nodesPerRack"), "cluster.nodesPerRack", "%d is out of range (accepted: 1 to %d)", s.Cluster.NodesPerRack, MaxNodes)
+	}
+	if pos["cluster.racksPerBlock"] == nil {
+		if s.Cluster.NodesPerRack > 0 {
+			s.Cluster.RacksPerBlock = 1
+		}
+		return
+	}
+	switch {
+	case d.Failed("cluster.racksPerBlock"):
+	case pos["cluster.nodesPerRack"] == nil:
+		d.Errorf(at("racksPerBlock"), "cluster.racksPerBlock", "set cluster.nodesPerRack too: blocks are made of racks")
+	case s.Cluster.RacksPerBlock < 1 || s.Cluster.RacksPerBlock > MaxNodes:
+		d.Errorf(at("racksPerBlock"), "cluster.racksPerBlock", "%d is out of range (accepted: 1 to %d)", s.Cluster.RacksPerBlock, MaxNodes)
+	}
 }
 
 // productVia says a product came from --gpu-product rather than the file.
@@ -478,6 +523,10 @@ func validatePhases(d *strictyaml.Decoder, s *Scenario, pos positions, via strin
 			}
 			classes[ph.PriorityClass] = ph.Priority
 		}
+		checkTopology(s, ph, bad)
+		if ph.ViaJob && ph.InOrder {
+			bad("arrival", "schedulerPerf creates PodGroups ahead of their pods, and a Job's PodGroup is the job controller's to create; use burst or groupsPerSecond")
+		}
 		if ph.Start == WithPrevious && i == 0 {
 			bad("start", "withPrevious on the first phase: there is no previous phase")
 		}
@@ -523,6 +572,34 @@ func validatePhases(d *strictyaml.Decoder, s *Scenario, pos positions, via strin
 	}
 	if clusterOK {
 		checkCapacity(d, s, pos, shapeOK, via)
+	}
+}
+
+// checkTopology rejects a topology constraint the cluster's layout cannot serve: a rack, block or
+// zone key without racks, or a gang whose quorum no single domain holds (it would never bind, and
+// the run would measure nothing but the timeout).
+func checkTopology(s *Scenario, ph *Phase, bad func(key, format string, args ...any)) {
+	known := ph.TopologyKey == clusters.DefaultRackKey || ph.TopologyKey == clusters.DefaultBlockKey || ph.TopologyKey == clusters.ZoneLabel
+	if !known {
+		return
+	}
+	if s.Cluster.NodesPerRack < 1 {
+		bad("topology", "%s needs the cluster in racks: set cluster.nodesPerRack", ph.TopologyKey)
+		return
+	}
+	domain := s.Cluster.NodesPerRack
+	if ph.TopologyKey != clusters.DefaultRackKey {
+		domain *= max(1, s.Cluster.RacksPerBlock)
+	}
+	domain = min(domain, s.Cluster.Nodes)
+	need := ph.PodsPerGroup
+	if ph.Policy == Gang {
+		need = ph.MinCount
+	}
+	if ph.GPUsPerPod > 0 && s.Cluster.GPUsPerNode > 0 && need > 0 {
+		if fits := domain * (s.Cluster.GPUsPerNode / ph.GPUsPerPod); fits < need {
+			bad("topology", "one domain of %s holds %d nodes, room for %d pods of %d GPUs, fewer than the %d each group needs in one domain", ph.TopologyKey, domain, fits, ph.GPUsPerPod, need)
+		}
 	}
 }
 

@@ -88,6 +88,21 @@ type Cluster struct {
 	GPUsPerNode int
 	// Product is the nvidia.com/gpu.product label; empty means the provider's default.
 	Product string
+	// NodesPerRack, when set, lays the nodes out in racks of this many, in node order (the last rack
+	// takes what is left), as scheduler_perf's topology shapes do: node i is in rack i/NodesPerRack.
+	// RacksPerBlock groups racks into blocks the same way (1 when unset: each rack its own block).
+	// The labels are clusters.Topology's: the rack under its rack key, the block under its block key
+	// and topology.kubernetes.io/zone.
+	NodesPerRack  int
+	RacksPerBlock int
+}
+
+// Racks is the number of racks the nodes are laid out in; 0 without a topology.
+func (c Cluster) Racks() int {
+	if c.NodesPerRack < 1 {
+		return 0
+	}
+	return (c.Nodes + c.NodesPerRack - 1) / c.NodesPerRack
 }
 
 // GPUs is the cluster's total GPU count.
@@ -146,6 +161,14 @@ type Phase struct {
 	// one starts, so the scheduler places it while the next is being created. The default burst
 	// creates many groups at once, each PodGroup right before its pods.
 	InOrder bool
+	// TopologyKey, when set, is the node label key every group of the phase must fit under one
+	// value of (PodGroup spec.schedulingConstraints.topology; TopologyAwareWorkloadScheduling). The
+	// file says rack, block or zone for the cluster's topology labels, or any label key.
+	TopologyKey string
+	// ViaJob creates each group as a batch/v1 Job with spec.scheduling (WorkloadWithJob): the job
+	// controller then creates the Workload, the PodGroup and the pods, so its cost and latency are in
+	// the figures. Off: the load generator creates PodGroups and pods itself.
+	ViaJob bool
 	// Prefill phases build the starting state; they are created and bound before measuring starts,
 	// and excluded from the figures (but not from the invariants).
 	Prefill bool
@@ -172,6 +195,24 @@ func (p Phase) Arrival() string {
 		return "burst"
 	}
 	return fmt.Sprintf("%g groups/s", p.GroupsPerSecond)
+}
+
+// Features are the clusters.FeatureSets the scenario's phases need: tas for a topology constraint,
+// jobs for Job-driven groups. Sorted, once each.
+func (s *Scenario) Features() []string {
+	var tas, jobs bool
+	for _, p := range s.Phases {
+		tas = tas || p.TopologyKey != ""
+		jobs = jobs || p.ViaJob
+	}
+	var out []string
+	if jobs {
+		out = append(out, "jobs")
+	}
+	if tas {
+		out = append(out, "tas")
+	}
+	return out
 }
 
 // MeasuredPods is the number of pods in phases that are not prefill.

@@ -136,9 +136,9 @@ func TestInvalid(t *testing.T) {
 		want []string // lines after "FILE:"
 	}{
 		{"invalid-unknown-field.yaml", scenario.Options{}, []string{
-			"7: cluster.gpuPerNode: unknown field (accepted: nodes, gpusPerNode, product)",
+			"7: cluster.gpuPerNode: unknown field (accepted: nodes, gpusPerNode, product, nodesPerRack, racksPerBlock)",
 			"9: phases[0].podsPerGroup: missing; how many pods does each group have?",
-			"11: phases[0].podsPerGroop: unknown field (accepted: name, groups, fill, podsPerGroup, gpusPerPod, cpu, memory, policy, minCount, priorityClass, priority, disruptionMode, arrival, prefill, start)",
+			"11: phases[0].podsPerGroop: unknown field (accepted: name, groups, fill, podsPerGroup, gpusPerPod, cpu, memory, policy, minCount, priorityClass, priority, disruptionMode, arrival, prefill, start, topology, via)",
 		}},
 		{"invalid-params.yaml", scenario.Options{}, []string{
 			"7: params.grops: declared but never used (no field says $grops; typo?)",
@@ -262,6 +262,21 @@ func TestInvalidInline(t *testing.T) {
 				"x.yaml:6: reference.schedulerPerf.workload: missing"},
 		{"unknown policy", head + "phases:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1, policy: Gang}\n",
 			`x.yaml:6: phases[0].policy: "Gang" is not a policy (accepted: gang, basic)`},
+		// Topology and Job-driven phases (issue 34).
+		{"rack without racks", head + "phases:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1, topology: rack}\n",
+			"x.yaml:6: phases[0].topology: topology.gangbench.dev/rack needs the cluster in racks: set cluster.nodesPerRack"},
+		{"bad topology key", head + "phases:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1, topology: not a key}\n",
+			`x.yaml:6: phases[0].topology: "not a key" is neither rack, block nor zone, nor a label key: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`},
+		{"gang larger than a rack", "apiVersion: gangbench.dev/v1alpha1\nkind: Scenario\nmetadata: {name: x}\ncluster: {nodes: 8, nodesPerRack: 2}\nphases:\n- {name: a, groups: 1, podsPerGroup: 3, gpusPerPod: 8, topology: rack}\n",
+			"x.yaml:6: phases[0].topology: one domain of topology.gangbench.dev/rack holds 2 nodes, room for 2 pods of 8 GPUs, fewer than the 3 each group needs in one domain"},
+		{"blocks without racks", head[:len(head)-len("cluster: {nodes: 1}\n")] + "cluster: {nodes: 4, racksPerBlock: 2}\nphases:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1}\n",
+			"x.yaml:4: cluster.racksPerBlock: set cluster.nodesPerRack too: blocks are made of racks"},
+		{"bad rack size", head[:len(head)-len("cluster: {nodes: 1}\n")] + "cluster: {nodes: 4, nodesPerRack: 0}\nphases:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1}\n",
+			"x.yaml:4: cluster.nodesPerRack: 0 is out of range (accepted: 1 to 20000)"},
+		{"unknown via", head + "phases:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1, via: deployment}\n",
+			`x.yaml:6: phases[0].via: "deployment" is not a way to create groups (accepted: podGroup, job)`},
+		{"job in scheduler_perf order", head + "phases:\n- {name: a, groups: 1, podsPerGroup: 1, gpusPerPod: 1, via: job, arrival: schedulerPerf}\n",
+			"x.yaml:6: phases[0].arrival: schedulerPerf creates PodGroups ahead of their pods, and a Job's PodGroup is the job controller's to create; use burst or groupsPerSecond"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := scenario.Load("x.yaml", []byte(tc.yaml), scenario.Options{Measurements: measurements})
@@ -280,5 +295,37 @@ func TestPeek(t *testing.T) {
 	name, labels = scenario.Peek([]byte("metadata: {name: a, labels: [x, y]}\nphases: whatever\n"))
 	if name != "a" || !slices.Equal(labels, []string{"x", "y"}) {
 		t.Errorf("peek: %q %v", name, labels)
+	}
+}
+
+// TestTopologyAndJobs: the shipped topology and Job scenarios resolve to the racks, keys and
+// features their clusters need, and racks scale with --nodes (never one rack at the sizes the
+// issue names).
+func TestTopologyAndJobs(t *testing.T) {
+	for _, tc := range []struct {
+		file        string
+		nodes       int
+		racks       int
+		key         string
+		viaJob      bool
+		features    []string
+		firstGroups int
+	}{
+		{"gpu-tas-8x8.yaml", 500, 10, "topology.gangbench.dev/rack", false, []string{"tas"}, 56},
+		{"gpu-tas-8x8.yaml", 5000, 100, "topology.gangbench.dev/rack", false, []string{"tas"}, 562},
+		{"gpu-job-8x8.yaml", 500, 0, "", true, []string{"jobs"}, 56},
+		{"gpu-job-tas-8x8.yaml", 500, 10, "topology.gangbench.dev/rack", true, []string{"jobs", "tas"}, 56},
+		{"upstream-tas-750gangs-4pods.yaml", 5000, 50, "topology.gangbench.dev/rack", false, []string{"tas"}, 750},
+		{"gpu-tas-cost.yaml", 500, 10, "topology.gangbench.dev/rack", false, []string{"tas"}, 28},
+	} {
+		s, err := scenario.LoadFile(filepath.Join("..", "scenarios", tc.file), scenario.Options{Nodes: tc.nodes, Measurements: measurements})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		ph := s.Phases[0]
+		if s.Cluster.Racks() != tc.racks || ph.TopologyKey != tc.key || ph.ViaJob != tc.viaJob || !slices.Equal(s.Features(), tc.features) || ph.Groups != tc.firstGroups {
+			t.Errorf("%s at %d nodes: racks %d, key %q, via job %v, features %v, groups %d; want %d, %q, %v, %v, %d",
+				tc.file, tc.nodes, s.Cluster.Racks(), ph.TopologyKey, ph.ViaJob, s.Features(), ph.Groups, tc.racks, tc.key, tc.viaJob, tc.features, tc.firstGroups)
+		}
 	}
 }
