@@ -226,6 +226,35 @@ func TestComposite(t *testing.T)        { run(t, "composite") }
 // and patch a node), and reports each as an assertion UPS-NN of suite "upstream", numbered in name
 // order, so run.json, JUnit and the reports carry them beside gangbench's own.
 func TestUpstream(t *testing.T) {
+	runUpstream(t, "upstream", "upstream gang specs", "UPS", framework.UpstreamGangSpecs())
+}
+
+// TestUpstreamJobs runs upstream's Job gang specs (test/e2e/apps/job.go) as suite "upstream-jobs",
+// assertions UPJ-NN, where the apiserver has WorkloadWithJob on (--features jobs).
+func TestUpstreamJobs(t *testing.T) {
+	if *upstreamBin == "" {
+		t.Skip("upstream's specs not requested (-upstream-binary)")
+	}
+	if harness == nil {
+		t.Skip("needs a cluster; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	on, err := harness.Env.APIServerGate(ctx, "WorkloadWithJob")
+	switch {
+	case err != nil:
+		t.Skipf("cannot tell whether the apiserver has WorkloadWithJob: %v", err)
+	case !on:
+		t.Skip("needs feature gate WorkloadWithJob, which the apiserver reports off (gangbench e2e --features jobs)")
+	}
+	kubelets, err := framework.ClusterRunsKubelets(ctx, harness.Env.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUpstream(t, "upstream-jobs", "upstream Job gang specs", "UPJ", framework.UpstreamJobSpecs(kubelets))
+}
+
+func runUpstream(t *testing.T, suite, feature, prefix string, sel framework.UpstreamSelection) {
 	if *upstreamBin == "" {
 		t.Skip("upstream's specs not requested (-upstream-binary)")
 	}
@@ -240,17 +269,21 @@ func TestUpstream(t *testing.T) {
 			dir = filepath.Join(*runDir, "upstream")
 		}
 	}
+	if suite != "upstream" {
+		// Each selection writes its own junit_01.xml; the gang specs keep the documented place.
+		dir = filepath.Join(dir, strings.TrimPrefix(suite, "upstream-"))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	start := time.Now()
-	specs, err := framework.RunUpstream(ctx, harness.Env.Client, *upstreamBin, harness.Kubeconfig(), dir)
+	specs, err := framework.RunUpstream(ctx, harness.Env.Client, *upstreamBin, harness.Kubeconfig(), dir, sel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("upstream's specs took %s; report and log in %s", time.Since(start).Round(time.Second), dir)
-	t.Run("upstream gang specs", func(t *testing.T) {
+	t.Logf("upstream's specs (%s) took %s; report and log in %s", suite, time.Since(start).Round(time.Second), dir)
+	t.Run(feature, func(t *testing.T) {
 		for i, s := range specs {
-			t.Run(fmt.Sprintf("UPS-%02d_%s", i+1, s.Name), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s-%02d_%s", prefix, i+1, s.Name), func(t *testing.T) {
 				t.Logf("measurement specSeconds=%.1f", s.Duration.Seconds())
 				switch s.Verdict {
 				case results.Pass:

@@ -119,11 +119,11 @@ func TestProofMutants(t *testing.T) {
 			err, out, failed := runSuiteBinary(t, re, args...)
 			if upstream != "" && m.Upstream {
 				mu.Lock()
-				caughtByUpstream[m.Name] = failed["TestUpstream"]
+				caughtByUpstream[m.Name] = append(slices.Clone(failed["TestUpstream"]), failed["TestUpstreamJobs"]...)
 				mu.Unlock()
 			}
 			t.Logf("mutant %s (%s): built in %s, suite %s and upstream's specs ran %s; failed assertions %v; monitor failure %v; upstream specs failed %v",
-				m.Name, m.Wrong, built.Round(time.Second), m.Suite, time.Since(runStart).Round(time.Second), failed[test], strings.Contains(out, monitorFailure), failed["TestUpstream"])
+				m.Name, m.Wrong, built.Round(time.Second), m.Suite, time.Since(runStart).Round(time.Second), failed[test], strings.Contains(out, monitorFailure), append(slices.Clone(failed["TestUpstream"]), failed["TestUpstreamJobs"]...))
 			if m.Upstream && upstream != "" && !strings.Contains(out, "--- PASS: TestUpstream") && !strings.Contains(out, "--- FAIL: TestUpstream") {
 				t.Errorf("upstream's specs did not run against mutant %s:\n%s", m.Name, tail(out, 30))
 			}
@@ -187,9 +187,10 @@ func featuresWith(all []framework.Feature, suite string, ids []string) []string 
 }
 
 // proofRunRE is the -test.run pattern for a suite's test narrowed to features (all of them when
-// nil), with upstream's gang specs beside it. Go names a subtest by its name with spaces as '_'.
+// nil), with upstream's gang and Job specs beside it (the Job specs skip themselves on a cluster
+// without WorkloadWithJob). Go names a subtest by its name with spaces as '_'.
 func proofRunRE(test string, features []string) string {
-	re := "^(" + test + "|TestUpstream)$"
+	re := "^(" + test + "|TestUpstream|TestUpstreamJobs)$"
 	if len(features) == 0 {
 		return re
 	}
@@ -197,7 +198,7 @@ func proofRunRE(test string, features []string) string {
 	for _, n := range features {
 		quoted = append(quoted, regexp.QuoteMeta(strings.ReplaceAll(n, " ", "_")))
 	}
-	return re + "/^(" + strings.Join(append(quoted, "upstream_gang_specs"), "|") + ")$"
+	return re + "/^(" + strings.Join(append(quoted, "upstream_gang_specs", "upstream_Job_gang_specs"), "|") + ")$"
 }
 
 // TestProofFeatures checks the narrowing without a cluster: every assertion a mutant names exists in

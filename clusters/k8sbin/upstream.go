@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 )
 
-// TargetUpstreamE2E is upstream's own scheduling e2e specs (test/e2e/scheduling of
+// TargetUpstreamE2E is upstream's own gang e2e specs (test/e2e/scheduling and test/e2e/apps of
 // k8s.io/kubernetes at a version) compiled into one test binary: gangbench runs the gang specs
 // among them next to its own suites, as a second opinion from upstream. Cached by version and by
 // the content of the test main, so editing the main rebuilds it.

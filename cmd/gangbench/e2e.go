@@ -97,7 +97,7 @@ Exit codes: 0 every assertion passed; 1 an assertion failed; 2 usage; 4 the harn
 	fs.Float64Var(&f.scale, "timeout-scale", 1, "multiply every wait's timeout (slow machines)")
 	fs.StringSliceVar(&f.runtimeCfg, "runtime-config", nil, "kube-apiserver runtime-config overrides, e.g. scheduling.k8s.io/v1beta1=false")
 	fs.DurationVar(&f.deadline, "deadline", 45*time.Minute, "the whole run's deadline")
-	fs.BoolVar(&f.upstream, "upstream", false, "also run upstream's own gang e2e specs (test/e2e/scheduling at the cluster's version, built and cached) after the suites, as suite \"upstream\"")
+	fs.BoolVar(&f.upstream, "upstream", false, "also run upstream's own gang e2e specs (test/e2e/scheduling at the cluster's version, built and cached) after the suites, as suite \"upstream\", and with --features jobs its Job gang specs (test/e2e/apps/job.go) as suite \"upstream-jobs\"")
 	fs.StringVar(&f.coverage, "scheduler-coverage", "", "build the scheduler of --k8s-version with coverage instrumentation, run the suites against it, and write its gang code's coverage into this directory (coverage.md, coverage.html, scheduler.coverprofile); providers whose scheduler is a local process only")
 	safetyFlags(fs, &f.safety)
 	cmd.AddCommand(newE2EListCmd(stdout))
@@ -171,6 +171,9 @@ func writeAssertionDoc(w io.Writer, cat []framework.Assertion) error {
 	fmt.Fprintln(w, "`k8s.io/kubernetes` `test/e2e/scheduling` at the cluster's version: GangScheduling, Workload,")
 	fmt.Fprintln(w, "WorkloadAwarePreemption) on the same cluster after the suites. Each becomes an assertion `UPS-NN` of suite")
 	fmt.Fprintln(w, "`upstream`, numbered in the order of the specs' names; their statements are upstream's spec names.")
+	fmt.Fprintln(w, "Where the apiserver has `WorkloadWithJob` on (`--features jobs`), upstream's Job gang specs (`test/e2e/apps/job.go`,")
+	fmt.Fprintln(w, "label `FeatureGate:WorkloadWithJob`) run after them as suite `upstream-jobs`, assertions `UPJ-NN`; on a cluster")
+	fmt.Fprintln(w, "without kubelets the spec that waits for its Job to complete is reported skipped, with that reason.")
 	ms, err := mutants.All(suites.SuiteNames())
 	if err != nil {
 		return err
@@ -511,7 +514,7 @@ func suitesArgs(f *e2eFlags, bin, runDir, upstreamBin string) (args, selected []
 		tests = append(tests, suites.TestFunc(s))
 	}
 	if upstreamBin != "" {
-		tests = append(tests, "TestUpstream")
+		tests = append(tests, "TestUpstream", "TestUpstreamJobs")
 		args = append(args, "-upstream-binary", upstreamBin)
 	}
 	// Only the suites: the package's own proof tests start clusters of their own and belong to `make test`.

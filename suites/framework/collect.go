@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/gangbench/gangbench/results"
 )
@@ -80,7 +81,7 @@ func (c *Collector) finish(ev testEvent) {
 		if ok && ev.Action == "fail" && !c.failedFeatures[ev.Test] {
 			// A feature failed without a failed assessment: its setup did. Recorded at the end.
 			c.featureFailures = append(c.featureFailures, results.Case{
-				ID: "SETUP", Suite: strings.ToLower(strings.TrimPrefix(top, "Test")), Name: strings.ReplaceAll(feature, "_", " "),
+				ID: "SETUP", Suite: suiteOfTest(top), Name: strings.ReplaceAll(feature, "_", " "),
 				Verdict: results.Error, Duration: dur(ev.Elapsed), Message: c.message(ev.Test),
 			})
 		}
@@ -89,7 +90,7 @@ func (c *Collector) finish(ev testEvent) {
 	top, feature, id, statement := m[1], m[2], m[3], strings.ReplaceAll(m[4], "_", " ")
 	a, ok := c.catalogue[id]
 	if !ok {
-		a = Assertion{ID: id, Statement: statement, Suite: strings.ToLower(strings.TrimPrefix(top, "Test"))}
+		a = Assertion{ID: id, Statement: statement, Suite: suiteOfTest(top)}
 	}
 	cs := results.Case{ID: id, Suite: a.Suite, Name: a.Statement, Ref: a.Ref, Verdict: verdict, Duration: dur(ev.Elapsed)}
 	if verdict != results.Pass {
@@ -170,4 +171,20 @@ func (c *Collector) list(complete bool) []results.Case {
 	}
 	out = append(out, c.featureFailures...)
 	return out
+}
+
+// suiteOfTest is the suite a top-level test reports as: its name after Test, words joined by '-'
+// (TestUpstreamJobs is suite upstream-jobs, TestPreemptionPolicy preemption-policy).
+func suiteOfTest(top string) string {
+	var b strings.Builder
+	for i, r := range strings.TrimPrefix(top, "Test") {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('-')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

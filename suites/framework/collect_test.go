@@ -77,3 +77,12 @@ func TestCollectorListsEveryAssertion(t *testing.T) {
 		t.Errorf("FLT-18, which never reported: %+v", flt)
 	}
 }
+
+// TestSuiteOfTest: a top-level test's suite is its words after Test, joined by '-'.
+func TestSuiteOfTest(t *testing.T) {
+	for top, want := range map[string]string{"TestUpstream": "upstream", "TestUpstreamJobs": "upstream-jobs", "TestPreemptionPolicy": "preemption-policy", "TestBarriers": "barriers"} {
+		if got := suiteOfTest(top); got != want {
+			t.Errorf("%s: %q, want %q", top, got, want)
+		}
+	}
+}
