@@ -30,7 +30,7 @@ var cpgGates = []string{"CompositePodGroup"}
 func compositeFeatures() []framework.Feature {
 	one := framework.LaneSpec{Nodes: 1, GPUsPerNode: 8}
 	var created time.Time
-	return []framework.Feature{
+	return append([]framework.Feature{
 		{
 			Suite: "composite", Name: "composite: the API", Lane: one, NeedsGates: cpgGates,
 			Steps: []framework.Step{
@@ -126,6 +126,121 @@ func compositeFeatures() []framework.Feature {
 						l.WaitCondition(ctx, t, l.Env.Scaled(60*time.Second), "a", metav1.ConditionFalse, "Unschedulable")
 						bmHoldFor(ctx, t, l, l.Env.Scaled(bmHoldWindow), bmHold{Unbound: pods})
 						l.Canary(ctx, t)
+					}},
+			},
+		},
+		cpgAttemptsFeature(one),
+	}, cpgDisruptionFeatures()...)
+}
+
+// cpgAttemptsFeature: the pod-group cycle counter counts the tree's one cycle, not its leaves. The
+// counter is cluster-wide: Serial, and it waits until no pod group is queued anywhere (mbQuiet).
+func cpgAttemptsFeature(lane framework.LaneSpec) framework.Feature {
+	return framework.Feature{
+		Suite: "composite", Name: "composite: one cycle counted per tree", Lane: lane, NeedsGates: cpgGates, Serial: true,
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "CPG-08", Statement: fmt.Sprintf("a parent (gang, minGroupCount 2) of 2 gang PodGroups (minCount 2, 2 × 2 GPUs each) binds its 4 pods in one cycle: %s rises by exactly 1 (result scheduled), not once per child PodGroup", obsGroupAttempts), Ref: cpgRef + ".5 (one count per root cycle, from the root's result, schedule_one_podgroup.go:923-935); §7 item 25"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					mbQuiet(ctx, t, l)
+					base, err := l.Env.SchedulerMetrics(ctx)
+					if err != nil {
+						t.Fatalf("scrape the scheduler's metrics: %v", err)
+					}
+					cpgCreate(ctx, t, l, "root", 2)
+					pods := cpgChildren(ctx, t, l, "root", []cpgChild{{"a", 2, 2, 2}, {"b", 2, 2, 2}})
+					l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), pods...)
+					waitExactDeltas(ctx, t, l, base, []exactCounter{
+						{obsGroupAttempts, nil, 1},
+						{obsGroupAttempts, obsGroupScheduled, 1},
+					})
+				}},
+		},
+	}
+}
+
+// cpgDisruptionFeatures: a CompositePodGroup's own disruptionMode decides whether its subtree is
+// one victim. In v1.37.2 the mode is the CompositePodGroup's spec.disruptionMode (v1alpha3
+// CompositeDisruptionMode, default single), read on the victim side by getHighestAllAncestor, which
+// walks up from the victim pod's PodGroup and keeps the highest PodGroup or CompositePodGroup in
+// mode all (pkg/scheduler/framework/preemption/types.go:164-205); getCrossNodesVictims then makes
+// the scheduled pods of every leaf PodGroup under it one victim (types.go:254-335). Without an
+// ancestor in mode all each pod is a victim of its own. As §2.6 says.
+func cpgDisruptionFeatures() []framework.Feature {
+	lane := framework.LaneSpec{Nodes: 2, GPUsPerNode: 2}
+	ref := cpgRef + ".6 (the CompositePodGroup's spec.disruptionMode: the highest ancestor in mode all is the victim unit, preemption/types.go:164-205, 254-335); §7 item 27"
+	// tree makes a CompositePodGroup of priority 100 (disruptionMode all when all, else the
+	// default single) over 2 gang PodGroups of one 2-GPU pod each, which fill the lane's 2 nodes;
+	// then a one-pod gang of priority 1000 that needs one node. It returns the tree's pods, the
+	// preemptor's node (bound or nominated) and the recorder that watched the preemption.
+	tree := func(ctx context.Context, t *testing.T, l *framework.Lane, all bool) ([]string, string, *recorder) {
+		t.Helper()
+		low := l.PriorityClass(ctx, t, "low", lowValue, false)
+		high := l.PriorityClass(ctx, t, "high", highValue, false)
+		root := cpgBuild(l, "victims", 2)
+		root.Spec.PriorityClassName = low
+		if all {
+			root.Spec.DisruptionMode = &schedv1alpha3.CompositeDisruptionMode{All: &schedv1alpha3.AllCompositeDisruptionMode{}}
+		}
+		got, err := l.Client.SchedulingV1alpha3().CompositePodGroups(l.Name).Create(ctx, root, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("create CompositePodGroup victims: %v", err)
+		}
+		if dm := got.Spec.DisruptionMode; dm == nil || (dm.All != nil) != all {
+			t.Fatalf("CompositePodGroup victims reads back disruptionMode %+v, want all=%v", dm, all)
+		}
+		var victims []string
+		for _, c := range []string{"a", "b"} {
+			l.CreatePodGroup(ctx, t, scenarios.Group{Name: c, MinCount: 1, Parent: "victims", Workload: "tree", Template: c, PriorityClassName: low})
+			ms := withClass(low, framework.Members(c, 1, 2)...)
+			l.CreatePods(ctx, t, ms...)
+			victims = append(victims, names(ms)...)
+		}
+		l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), victims...)
+		r := startRecorder(ctx, t, l, false)
+		createGang(ctx, t, l, scenarios.Group{Name: "preemptor", MinCount: 1, PriorityClassName: high}, 1, 2)
+		// Bound or nominated: its binding can wait for the queue (see topology_preemption.go).
+		where := waitPlaced(ctx, t, l, r, l.Env.Scaled(90*time.Second), "preemptor-0")
+		return victims, where["preemptor-0"], r
+	}
+	return []framework.Feature{
+		{
+			Suite: "composite", Name: "composite: a tree in disruptionMode all is preempted whole", Lane: lane, NeedsGates: cpgGates,
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "CPG-09", Statement: "a CompositePodGroup of priority 100 in disruptionMode all over 2 gang PodGroups (minCount 1, one 2-GPU pod each), bound on the lane's 2 nodes of 2 GPUs: a gang of priority 1000 that needs one node (1 × 2 GPUs) is bound or nominated to a node within 90s, and both pods of the tree are preempted (DisruptionTarget PreemptionByScheduler), the one on the node it did not take too", Ref: ref},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+						victims, node, r := tree(ctx, t, l, true)
+						waitPreempted(ctx, t, l, r, victims...)
+						other := 0
+						for _, v := range victims {
+							if n := r.get(v).node; n != "" && n != node {
+								other++
+							}
+						}
+						if other != 1 {
+							t.Errorf("want one victim on the node the preemptor (on %s) did not take; victims: %s", node, r.describe(victims...))
+						}
+					}},
+			},
+		},
+		{
+			Suite: "composite", Name: "composite: a tree in disruptionMode single loses only what is needed", Lane: lane, NeedsGates: cpgGates,
+			Steps: []framework.Step{
+				{A: framework.Assertion{ID: "CPG-10", Statement: "the same tree with the CompositePodGroup in disruptionMode single (the default): the gang of priority 1000 is bound or nominated within 90s, exactly the tree's pod on that node is preempted, and the other keeps running", Ref: ref},
+					Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+						victims, node, r := tree(ctx, t, l, false)
+						var gone, kept string
+						for _, v := range victims {
+							if r.get(v).node == node {
+								gone = v
+							} else {
+								kept = v
+							}
+						}
+						if gone == "" || kept == "" {
+							t.Fatalf("preemptor on %s; cannot tell the victims apart: %s", node, r.describe(victims...))
+						}
+						pvExactly(ctx, t, l, r, gone)
+						keepRunning(ctx, t, l, r, l.Env.Scaled(6*time.Second), kept)
 					}},
 			},
 		},

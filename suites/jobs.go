@@ -149,6 +149,7 @@ func jobFeatures() []framework.Feature {
 					}},
 			},
 		},
+		jobGateFeature(one),
 		{
 			Suite: "jobs", Name: "jobs: validation", Lane: one, NeedsGates: jobGates,
 			Steps: []framework.Step{
@@ -384,4 +385,36 @@ func jobTemplateMinCount(wl *schedv1beta1.Workload) int32 {
 		return 0
 	}
 	return wl.Spec.PodGroupTemplates[0].SchedulingPolicy.Gang.MinCount
+}
+
+// jobGateFeature runs whatever the gate: the apiserver's own kubernetes_feature_enabled metric says
+// which behaviour is right (the apiserver half of §7 item 40; the controller-manager half, no
+// Workload without its gate, is not observable from the apiserver's metrics). The Job is suspended,
+// so no pod is made either way.
+func jobGateFeature(lane framework.LaneSpec) framework.Feature {
+	return framework.Feature{
+		Suite: "jobs", Name: "jobs: spec.scheduling follows the apiserver's gate", Lane: lane,
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "JOB-10", Statement: "with WorkloadWithJob off on the apiserver (its kubernetes_feature_enabled metric), a Job created with spec.scheduling (gang) reads back without it; with it on, the field is kept", Ref: jobRef + ".1 (DropDisabledFields on create, pkg/api/job/util.go:34-39); workload-features §7 item 40"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					on := l.APIServerGate(ctx, t, jobGates[0])
+					j := jobBuild(l, "gated", 2, 1, nil)
+					suspend := true
+					j.Spec.Suspend = &suspend
+					if _, err := l.Client.BatchV1().Jobs(l.Name).Create(ctx, j, metav1.CreateOptions{}); err != nil {
+						t.Fatalf("create Job gated: %v", err)
+					}
+					got, err := l.Client.BatchV1().Jobs(l.Name).Get(ctx, "gated", metav1.GetOptions{})
+					if err != nil {
+						t.Fatalf("get Job gated: %v", err)
+					}
+					switch {
+					case !on && got.Spec.Scheduling != nil:
+						t.Errorf("gate off: Job gated reads back spec.scheduling %+v, want the field dropped", got.Spec.Scheduling)
+					case on && (got.Spec.Scheduling == nil || got.Spec.Scheduling.SchedulingPolicy == nil || got.Spec.Scheduling.SchedulingPolicy.Gang == nil):
+						t.Errorf("gate on: Job gated reads back spec.scheduling %+v, want the gang policy it was created with", got.Spec.Scheduling)
+					}
+				}},
+		},
+	}
 }

@@ -303,6 +303,30 @@ func waitVictims(ctx context.Context, t *testing.T, l *framework.Lane, r *record
 	}
 }
 
+// waitPlaced waits until each named pod is bound or nominated (the node a preemption made room on,
+// recorded by r, which must have been started before the pods were created), and returns that node
+// per pod. A preemptor's placement is decided in the cycle that preempts; its binding can wait for
+// the queue (see topology_preemption.go).
+func waitPlaced(ctx context.Context, t *testing.T, l *framework.Lane, r *recorder, timeout time.Duration, pods ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	framework.Eventually(ctx, t, timeout, fmt.Sprintf("pods %v bound or nominated", pods), func(ctx context.Context) (bool, string, error) {
+		for _, p := range pods {
+			rec := r.get(p)
+			switch {
+			case rec.node != "":
+				out[p] = rec.node
+			case rec.nominated != "":
+				out[p] = rec.nominated
+			default:
+				return false, r.describe(pods...), nil
+			}
+		}
+		return true, "", nil
+	})
+	return out
+}
+
 // intact reports whether a pod exists, is bound, is not being deleted and has no DisruptionTarget.
 func intact(ctx context.Context, l *framework.Lane, name string) (bool, string, error) {
 	p, err := l.Client.CoreV1().Pods(l.Name).Get(ctx, name, metav1.GetOptions{})

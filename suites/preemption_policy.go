@@ -74,6 +74,45 @@ func preemptionPolicyFeatures() []framework.Feature {
 			},
 		},
 		ppolNeverFeature(one),
+		ppolGateFeature(one),
+	}
+}
+
+// ppolGateFeature runs whatever the gate: which of the two behaviours is right is read from the
+// apiserver's own kubernetes_feature_enabled metric (as Feature.NeedsGates reads it), so the
+// default cluster, gate off, checks the drop and a --features preemption-policy cluster the
+// default.
+func ppolGateFeature(lane framework.LaneSpec) framework.Feature {
+	return framework.Feature{
+		Suite: "preemption-policy", Name: "preemption-policy: the field follows the apiserver's gate", Lane: lane,
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "PPOL-06", Statement: "with PodGroupPreemptionPolicy off on the apiserver (its kubernetes_feature_enabled metric), a PodGroup created with spec.preemptionPolicy Never reads back without it; with it on, one created without the field reads back PreemptLowerPriority", Ref: ppolRef + ".1 (gate off: dropped on create, podgroup/strategy.go:222-228, and not defaulted; gate on: defaulted at decode, pkg/apis/scheduling/v1beta1/defaults.go:40-47); workload-features §7 item 41"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					on := l.APIServerGate(ctx, t, ppolGates[0])
+					if !on {
+						pg := l.CreatePodGroup(ctx, t, scenarios.Group{Name: "never", MinCount: 1, PreemptionPolicy: schedv1beta1.PreemptNever})
+						if pg.Spec.PreemptionPolicy != nil {
+							t.Errorf("gate off: PodGroup never created with spec.preemptionPolicy Never reads back %q, want the field dropped", *pg.Spec.PreemptionPolicy)
+						}
+						got, err := l.PodGroup(ctx, "never")
+						if err != nil {
+							t.Fatalf("get PodGroup never: %v", err)
+						}
+						if got.Spec.PreemptionPolicy != nil {
+							t.Errorf("gate off: PodGroup never as stored has spec.preemptionPolicy %q, want the field dropped", *got.Spec.PreemptionPolicy)
+						}
+						return
+					}
+					l.CreatePodGroup(ctx, t, scenarios.Group{Name: "unset", MinCount: 1})
+					got, err := l.PodGroup(ctx, "unset")
+					if err != nil {
+						t.Fatalf("get PodGroup unset: %v", err)
+					}
+					if got.Spec.PreemptionPolicy == nil || *got.Spec.PreemptionPolicy != schedv1beta1.PreemptLowerPriority {
+						t.Errorf("gate on: PodGroup unset created without spec.preemptionPolicy reads back %v, want PreemptLowerPriority", got.Spec.PreemptionPolicy)
+					}
+				}},
+		},
 	}
 }
 

@@ -66,6 +66,10 @@ func topologyFeatures() []framework.Feature {
 		},
 		tasNoRackFitsFeature(twoRacks),
 		tasPinnedFeature(twoRacks),
+		tasBasicFeature(),
+		tasPreemptionFeature(),
+		tasEqualPriorityFeature(),
+		tasMetricsFeature(),
 		{
 			Suite: "topology", Name: "topology: the API", Lane: framework.LaneSpec{Nodes: 1, GPUsPerNode: 8}, NeedsGates: tasGates,
 			Steps: []framework.Step{
@@ -177,21 +181,7 @@ func tasPinnedFeature(lane framework.LaneSpec) framework.Feature {
 				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
 					ms := tasGang(ctx, t, l, "pinned", 2, 3, 6, tasRack)
 					var bound []string
-					framework.Eventually(ctx, t, l.Env.Scaled(60*time.Second), "2 members of the gang bound", func(ctx context.Context) (bool, string, error) {
-						o, err := l.Observe(ctx)
-						if err != nil {
-							return false, "", err
-						}
-						bound, late = nil, ""
-						for _, m := range ms {
-							if o.Pods[m] == framework.Bound {
-								bound = append(bound, m)
-							} else {
-								late = m
-							}
-						}
-						return len(bound) == 2, o.String(), nil
-					})
+					bound, late = tasTwoBound(ctx, t, l, ms, "2 members of the gang bound")
 					rack = tasOneRack(ctx, t, l, bound)
 					bmHoldFor(ctx, t, l, l.Env.Scaled(bmHoldWindow), bmHold{Unbound: []string{late}})
 					l.Canary(ctx, t)
@@ -217,6 +207,51 @@ func tasPinnedFeature(lane framework.LaneSpec) framework.Feature {
 				}},
 		},
 	}
+}
+
+// tasBasicFeature: a basic PodGroup (no minCount) with a topology constraint is placed in one rack
+// as a gang is; the member the rack has no room for waits rather than binding in another rack.
+func tasBasicFeature() framework.Feature {
+	return framework.Feature{
+		Suite: "topology", Name: "topology: a basic group does not spill to another rack", Lane: framework.LaneSpec{Nodes: 2, GPUsPerNode: 8, Racks: 2}, NeedsGates: tasGates,
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "TAS-11", Statement: "a basic PodGroup (no minCount) of 3 members × 4 GPUs constrained to the rack key, on 2 racks of one 8-GPU node each: exactly 2 members bind, both in one rack, and the third gets FailedScheduling and does not bind for 10s although the other rack is empty", Ref: "workload-features §1.5 (Basic + topology: all pods in one domain, those beyond its capacity stay Pending; upstream tas_test.go:996-1034 \"basic podgroup cannot fit on a single rack\"); §1.3 step 2 (a basic placement is feasible with 1 pod)"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					ms := tasGang(ctx, t, l, "basic", 0, 3, 4, tasRack)
+					bound, late := tasTwoBound(ctx, t, l, ms, "2 members of the basic group bound")
+					tasOneRack(ctx, t, l, bound)
+					l.WaitEvent(ctx, t, l.Env.Scaled(30*time.Second), late, "FailedScheduling")
+					bmHoldFor(ctx, t, l, l.Env.Scaled(bmHoldWindow), bmHold{Unbound: []string{late}})
+					l.Canary(ctx, t)
+				}},
+		},
+	}
+}
+
+// tasTwoBound waits until exactly 2 of 3 members are bound, where the rack they are constrained to
+// has room for 2 only, and fails at once if all 3 are (one left the rack); it returns the 2 bound
+// and the one left waiting.
+func tasTwoBound(ctx context.Context, t *testing.T, l *framework.Lane, ms []string, what string) (bound []string, late string) {
+	t.Helper()
+	framework.Eventually(ctx, t, l.Env.Scaled(60*time.Second), what, func(ctx context.Context) (bool, string, error) {
+		o, err := l.Observe(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		bound, late = nil, ""
+		for _, m := range ms {
+			if o.Pods[m] == framework.Bound {
+				bound = append(bound, m)
+			} else {
+				late = m
+			}
+		}
+		if len(bound) == len(ms) {
+			t.Fatalf("all %d members bound, though their rack has room for 2 of them: %s", len(ms), o.String())
+		}
+		return len(bound) == 2, o.String(), nil
+	})
+	return bound, late
 }
 
 // tasGang creates a PodGroup (constrained to key when set) and its n members of gpus GPUs each,
@@ -247,7 +282,13 @@ func tasRacks(t *testing.T, l *framework.Lane) (string, string) {
 // of the scheduler under test is involved) and waits until the scheduler's view can count it.
 func tasFiller(ctx context.Context, t *testing.T, l *framework.Lane, name, node string, gpus int64) {
 	t.Helper()
-	p := l.Pod(scenarios.Member{Name: name, GPUs: gpus})
+	tasFillerOf(ctx, t, l, name, node, gpus, "")
+}
+
+// tasFillerOf is tasFiller with a PriorityClass (none when class is empty).
+func tasFillerOf(ctx context.Context, t *testing.T, l *framework.Lane, name, node string, gpus int64, class string) {
+	t.Helper()
+	p := l.Pod(scenarios.Member{Name: name, GPUs: gpus, PriorityClassName: class})
 	p.Spec.NodeName = node
 	if _, err := l.Client.CoreV1().Pods(l.Name).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create pod %s on %s: %v", name, node, err)

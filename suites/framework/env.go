@@ -111,6 +111,21 @@ func (e *Env) gatesOff(ctx context.Context, gates []string) string {
 	return ""
 }
 
+// APIServerGate reports whether the apiserver reports feature gate on (kubernetes_feature_enabled,
+// read as gatesOff reads it), for features whose expected behaviour depends on the gate rather than
+// needing it; the error says why its metrics cannot tell.
+func (e *Env) APIServerGate(ctx context.Context, gate string) (bool, error) {
+	snap, err := e.APIServerMetrics(ctx)
+	if err != nil {
+		return false, err
+	}
+	v, ok := snap.Sum("kubernetes_feature_enabled", map[string]string{"name": gate})
+	if !ok {
+		return false, fmt.Errorf("the apiserver's kubernetes_feature_enabled does not name feature gate %s", gate)
+	}
+	return v == 1, nil
+}
+
 // APIServerMetrics scrapes the apiserver's /metrics.
 func (e *Env) APIServerMetrics(ctx context.Context) (*metrics.Snapshot, error) {
 	if e.Cluster == nil || e.Cluster.APIServerMetrics.URL == "" {

@@ -328,3 +328,16 @@ func (l *Lane) Canary(ctx context.Context, t testing.TB) {
 	})
 	_ = l.Client.CoreV1().Pods(l.Name).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 }
+
+// APIServerGate is Env.APIServerGate for a step: the step is skipped, saying why, when the
+// apiserver's metrics cannot tell, and the state read is logged, so a run shows which behaviour it
+// checked.
+func (l *Lane) APIServerGate(ctx context.Context, t *testing.T, gate string) bool {
+	t.Helper()
+	on, err := l.Env.APIServerGate(ctx, gate)
+	if err != nil {
+		t.Skipf("cannot tell whether the apiserver has %s on: %v", gate, err)
+	}
+	t.Logf("the apiserver reports %s=%v", gate, on)
+	return on
+}
