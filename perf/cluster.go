@@ -281,6 +281,12 @@ func (s *ExistingSource) Create(ctx context.Context, shape Shape, nodes func(int
 		info.Notes = append(info.Notes, "existing cluster has "+strconv.Itoa(len(list.Items))+" nodes; the scenario asks for "+strconv.Itoa(shape.Nodes)+" (not applied: the cluster is used as it is)")
 	}
 	info.Notes = append(info.Notes, "existing cluster: the scheduler's kube-api-qps/burst are not set by the harness (scenario asks "+strconv.Itoa(shape.KubeAPIQPS)+"/"+strconv.Itoa(shape.KubeAPIBurst)+")")
+	if shape.NodesPerRack > 0 {
+		info.Notes = append(info.Notes, fmt.Sprintf("existing cluster: its nodes keep their own labels (the scenario asks for racks of %d under %s); a rack-constrained phase binds only where nodes carry that key", shape.NodesPerRack, clusters.DefaultRackKey))
+	}
+	if shape.Features != "" {
+		info.Notes = append(info.Notes, "existing cluster: its feature gates are its own (the scenario needs the features "+shape.Features+" on)")
+	}
 	if nodes != nil {
 		nodes(len(list.Items))
 	}
