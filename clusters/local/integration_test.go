@@ -346,3 +346,30 @@ func TestIntegrationComponentControl(t *testing.T) {
 	}
 	assertGone()
 }
+
+// TestIntegrationCompositeNeedsTopology: CompositePodGroup depends on TopologyAwareWorkloadScheduling
+// in every component (workload-features §0, §7 item 17). Asked for without it, the cluster does not
+// start, the error names the dependency (the component's own last log line), and nothing of the
+// cluster is left behind.
+func TestIntegrationCompositeNeedsTopology(t *testing.T) {
+	skipShort(t)
+	p, stateDir := newProvider(t)
+	spec := clusters.Spec{Name: "cpg-no-tas", Nodes: 1, GPU: fakegpu.Inventory{Count: 8},
+		FeatureGates: map[string]bool{"TopologyAwareWorkloadScheduling": false}}
+	if err := clusters.ApplyFeatures(&spec, []string{"composite"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cl, err := p.Create(ctx, spec)
+	if err == nil {
+		_ = cl.Close(context.Background())
+		t.Fatal("a cluster with CompositePodGroup on and TopologyAwareWorkloadScheduling off started")
+	}
+	if want := "CompositePodGroup is enabled, but depends on features that are disabled: [TopologyAwareWorkloadScheduling]"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error does not say %q:\n%v", want, err)
+	}
+	if _, err := os.Stat(filepath.Join(stateDir, spec.Name)); !os.IsNotExist(err) {
+		t.Errorf("the cluster's state directory is left behind: %v", err)
+	}
+}
