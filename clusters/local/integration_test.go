@@ -9,13 +9,16 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/local"
 	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/internal/poll"
 	"github.com/gangbench/gangbench/scenarios"
 )
 
@@ -372,4 +375,67 @@ func TestIntegrationCompositeNeedsTopology(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(stateDir, spec.Name)); !os.IsNotExist(err) {
 		t.Errorf("the cluster's state directory is left behind: %v", err)
 	}
+}
+
+// TestIntegrationJobGateOffInControllerManager: WorkloadWithJob on in the apiserver but off in the
+// controller-manager (workload-features §7 item 40, its second half): a gang Job keeps
+// spec.scheduling, the job controller makes its pods, and nothing else: no Workload, no PodGroup, no
+// pod in a group. With the gate on, the controller creates the Workload before any pod (job.go's
+// "suspended job creates workload before pods"), so pods existing without one show it looked.
+func TestIntegrationJobGateOffInControllerManager(t *testing.T) {
+	skipShort(t)
+	p, stateDir := newProvider(t)
+	spec := clusters.Spec{Name: "job-kcm-off", Nodes: 1, GPU: fakegpu.Inventory{Count: 8},
+		ComponentFeatureGates: map[clusters.Component]map[string]bool{clusters.ControllerManager: {"WorkloadWithJob": false}}}
+	if err := clusters.ApplyFeatures(&spec, []string{"jobs"}); err != nil {
+		t.Fatal(err)
+	}
+	_, cs, assertGone := createCluster(t, p, stateDir, spec)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	n, minCount := int32(2), int32(2)
+	pod := scenarios.Pod("default", scenarios.Member{Name: "gang", GPUs: 1})
+	podSpec := pod.Spec
+	podSpec.RestartPolicy = corev1.RestartPolicyNever
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "gang", Namespace: "default"},
+		Spec: batchv1.JobSpec{Parallelism: &n, Completions: &n, Template: corev1.PodTemplateSpec{Spec: podSpec},
+			Scheduling: &batchv1.JobSchedulingConfiguration{SchedulingPolicy: &schedv1alpha3.WorkloadPodGroupSchedulingPolicy{
+				Gang: &schedv1alpha3.WorkloadPodGroupGangSchedulingPolicy{MinCount: &minCount}}}},
+	}
+	got, err := cs.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Scheduling == nil {
+		t.Fatal("the apiserver dropped spec.scheduling, though its WorkloadWithJob is on")
+	}
+	var pods *corev1.PodList
+	err = poll.Until(ctx, "the Job's 2 pods", 200*time.Millisecond, 90*time.Second, func(ctx context.Context) (bool, string, error) {
+		pods, err = cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "job-name=gang"})
+		if err != nil {
+			return false, "", err
+		}
+		return len(pods.Items) == int(n), fmt.Sprintf("%d pods", len(pods.Items)), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.SchedulingGroup != nil {
+			t.Errorf("pod %s has spec.schedulingGroup %+v, though the controller-manager has WorkloadWithJob off", p.Name, *p.Spec.SchedulingGroup)
+		}
+	}
+	wls, err := cs.SchedulingV1beta1().Workloads("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgs, err := cs.SchedulingV1beta1().PodGroups("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(wls.Items) != 0 || len(pgs.Items) != 0 {
+		t.Errorf("%d Workloads and %d PodGroups, want none with the controller-manager's WorkloadWithJob off", len(wls.Items), len(pgs.Items))
+	}
+	assertGone()
 }
