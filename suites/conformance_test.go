@@ -247,7 +247,7 @@ func TestUpstreamJobs(t *testing.T) {
 	case !on:
 		t.Skip("needs feature gate WorkloadWithJob, which the apiserver reports off (gangbench e2e --features jobs)")
 	}
-	kubelets, err := framework.ClusterRunsKubelets(ctx, harness.Env.Client)
+	kubelets, err := framework.EveryNodeRunsKubelet(ctx, harness.Env.Client)
 	if err != nil {
 		t.Fatal(err)
 	}

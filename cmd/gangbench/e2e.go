@@ -172,8 +172,9 @@ func writeAssertionDoc(w io.Writer, cat []framework.Assertion) error {
 	fmt.Fprintln(w, "WorkloadAwarePreemption) on the same cluster after the suites. Each becomes an assertion `UPS-NN` of suite")
 	fmt.Fprintln(w, "`upstream`, numbered in the order of the specs' names; their statements are upstream's spec names.")
 	fmt.Fprintln(w, "Where the apiserver has `WorkloadWithJob` on (`--features jobs`), upstream's Job gang specs (`test/e2e/apps/job.go`,")
-	fmt.Fprintln(w, "label `FeatureGate:WorkloadWithJob`) run after them as suite `upstream-jobs`, assertions `UPJ-NN`; on a cluster")
-	fmt.Fprintln(w, "without kubelets the spec that waits for its Job to complete is reported skipped, with that reason.")
+	fmt.Fprintln(w, "label `FeatureGate:WorkloadWithJob`) run after them as suite `upstream-jobs`, assertions `UPJ-NN`;")
+	fmt.Fprintln(w, "where some node the Job's pods can land on is simulated, the spec that waits for its Job to complete is")
+	fmt.Fprintln(w, "reported skipped, with that reason (kwok keeps pods Running).")
 	ms, err := mutants.All(suites.SuiteNames())
 	if err != nil {
 		return err
