@@ -496,12 +496,15 @@ func createDetached(ctx context.Context, g *globalOpts, req request.Request, std
 	select {
 	case msg := <-lines:
 		if msg != "ready" {
+			// The holder has torn the cluster down; its log goes too, once what it says is in the
+			// error: a failed create leaves nothing behind.
+			defer os.Remove(logPath)
 			if msg != "" {
 				return nil, fmt.Errorf("cluster %q did not start: %s", spec.Name, strings.TrimPrefix(msg, "error: "))
 			}
 			// The holder died without a word (killed, or crashed before it could report).
 			tail, _ := os.ReadFile(logPath)
-			return nil, fmt.Errorf("cluster %q did not start: its holder process exited\n--- %s ---\n%s", spec.Name, logPath, lastLines(string(tail), 20))
+			return nil, fmt.Errorf("cluster %q did not start: its holder process exited; the last lines of its log:\n%s", spec.Name, lastLines(string(tail), 20))
 		}
 	case <-ctx.Done():
 		// The user gave up: the holder is ours to stop, and it tears the cluster down on SIGTERM.

@@ -336,6 +336,19 @@ func TestSignalTeardown(t *testing.T) {
 	}
 	bin := buildGangbench(t)
 
+	// Not a signal: a create the components refuse (CompositePodGroup needs the topology gate) says
+	// why and leaves nothing behind, the holder's log included.
+	t.Run("cluster create that fails", func(t *testing.T) {
+		r := startRun(t, bin, "cluster", "create", "--name", "bad", "--nodes", "1", "--features", "composite", "--feature-gates", "TopologyAwareWorkloadScheduling=false")
+		if code := r.waitExit(2 * time.Minute); code == 0 {
+			t.Errorf("a create the components refuse exited 0")
+		}
+		if out := r.output(); !strings.Contains(out, "depends on features that are disabled") {
+			t.Errorf("the error does not say why:\n%s", out)
+		}
+		r.assertNothingLeft(time.Minute)
+	})
+
 	t.Run("cluster create while starting", func(t *testing.T) {
 		r := startRun(t, bin, "cluster", "create", "--foreground", "--name", "sig", "--nodes", "2")
 		r.stateEntry(2 * time.Minute)
