@@ -112,11 +112,6 @@ func (s *ProviderSource) Spec(shape Shape) (clusters.Spec, ClusterInfo, error) {
 	}
 	sargs := s.schedulerArgs(shape)
 	spec.ExtraArgs[clusters.Scheduler] = sargs
-	if kcm := spec.ExtraArgs[clusters.ControllerManager]; kcm["controllers"] != "" && shape.Features != "" {
-		for _, f := range strings.Split(shape.Features, ",") {
-			kcm["controllers"] = withControllers(kcm["controllers"], FeatureControllers(f))
-		}
-	}
 	info := ClusterInfo{SchedulerQPS: sargs["kube-api-qps"], SchedulerBurst: sargs["kube-api-burst"]}
 	// Node creation is ~40 nodes/s on 2 cores; a fixed 3 minutes would fail 10 000 nodes.
 	timeout := 3*time.Minute + time.Duration(shape.Nodes)*20*time.Millisecond
@@ -140,8 +135,9 @@ func (s *ProviderSource) Spec(shape Shape) (clusters.Spec, ClusterInfo, error) {
 		groups := spec.Groups()
 		spec.Nodes, spec.GPU = 0, fakegpu.Inventory{}
 		spec.NodeGroups = clusters.Racked(groups, shape.NodesPerRack, shape.RacksPerBlock)
+		racks := scenario.Cluster{Nodes: shape.Nodes, NodesPerRack: shape.NodesPerRack}.Racks()
 		info.Notes = append(info.Notes, fmt.Sprintf("nodes in racks of %d (%d racks), %d racks to a block, labelled %s, %s and %s",
-			shape.NodesPerRack, (shape.Nodes+shape.NodesPerRack-1)/shape.NodesPerRack, max(1, shape.RacksPerBlock), clusters.DefaultRackKey, clusters.DefaultBlockKey, clusters.ZoneLabel))
+			shape.NodesPerRack, racks, max(1, shape.RacksPerBlock), clusters.DefaultRackKey, clusters.DefaultBlockKey, clusters.ZoneLabel))
 	}
 	if spec.ReadyTimeout == 0 {
 		spec.ReadyTimeout = timeout
@@ -153,15 +149,20 @@ func (s *ProviderSource) Spec(shape Shape) (clusters.Spec, ClusterInfo, error) {
 }
 
 // addFeatures switches a shape's features on in spec, beside the user's (--features, whose gates
-// Base already holds): the scenario needs them whatever the user asked. The gate and runtime-config
-// maps are copied first, so Base, which every shape starts from, is left as it was.
+// Base already holds): the scenario needs them whatever the user asked, and so a controllers list
+// the profile set gets the controllers they need. The gate and runtime-config maps are copied first,
+// so Base, which every shape starts from, is left as it was (ExtraArgs is already a copy).
 func addFeatures(spec *clusters.Spec, shape Shape) error {
 	if shape.Features == "" {
 		return nil
 	}
 	spec.FeatureGates, spec.RuntimeConfig = maps.Clone(spec.FeatureGates), maps.Clone(spec.RuntimeConfig)
+	kcm := spec.ExtraArgs[clusters.ControllerManager]
 	var names []string
 	for _, f := range strings.Split(shape.Features, ",") {
+		if kcm["controllers"] != "" {
+			kcm["controllers"] = withControllers(kcm["controllers"], FeatureControllers(f))
+		}
 		if !slices.Contains(spec.Features, f) {
 			names = append(names, f)
 		}

@@ -364,6 +364,13 @@ func keepRunning(ctx context.Context, t *testing.T, l *framework.Lane, r *record
 		return true, "", nil
 	})
 	l.Canary(ctx, t)
+	neverDisrupted(ctx, t, l, r, pods...)
+}
+
+// neverDisrupted fails for each of the pods the recorder (when given) saw disrupted or deleted, or
+// that has a Preempted event: what a window's polls could miss between two reads.
+func neverDisrupted(ctx context.Context, t *testing.T, l *framework.Lane, r *recorder, pods ...string) {
+	t.Helper()
 	for _, p := range pods {
 		if r != nil {
 			if rec := r.get(p); rec.disruption != nil || rec.deleted {

@@ -147,20 +147,7 @@ func tasEqualPriorityFeature() framework.Feature {
 					if p := r.preempted(); len(p) > 0 {
 						t.Errorf("pods preempted although none has a lower priority than the gang: %v; %s", p, r.describe(p...))
 					}
-					for _, p := range all {
-						if rec := r.get(p); rec.deleted {
-							t.Errorf("blocker %s was deleted: %s", p, r.describe(p))
-						}
-						evs, err := l.Events(ctx, p)
-						if err != nil {
-							t.Fatalf("list events of %s: %v", p, err)
-						}
-						for _, e := range evs {
-							if e.Reason == "Preempted" {
-								t.Errorf("blocker %s has a Preempted event: %q", p, e.Message)
-							}
-						}
-					}
+					neverDisrupted(ctx, t, l, r, all...)
 					pg, err := l.PodGroup(ctx, "gang")
 					if err != nil {
 						t.Fatalf("get PodGroup gang: %v", err)
