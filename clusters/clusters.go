@@ -65,6 +65,8 @@ type Spec struct {
 	Nodes int `json:"nodes,omitempty"`
 	// GPU describes each node's fake GPUs in the Nodes shorthand.
 	GPU fakegpu.Inventory `json:"gpu,omitzero"`
+	// GPUAPI is how the GPUs of the Nodes shorthand are published; "" is the device plugin's.
+	GPUAPI GPUAPI `json:"gpuAPI,omitempty"`
 	// Topology records the blocks and racks the GPU node groups were laid out in (--topology): the
 	// groups already carry its labels, one group per rack; this says which keys mean what, for
 	// reports and for runs that place gangs by topology.

@@ -34,6 +34,11 @@ func FeatureSets() []FeatureSet {
 		{Name: "composite", About: "CompositePodGroups (scheduling.k8s.io/v1alpha3): groups of groups",
 			Gates:         map[string]bool{"CompositePodGroup": true, "TopologyAwareWorkloadScheduling": true},
 			RuntimeConfig: map[string]string{"scheduling.k8s.io/v1alpha3": "true"}},
+		// The apiserver keeps the field, the scheduler reserves the claim for the group, the
+		// controller-manager creates the group's claim, and a kubelet lets the members use it: all
+		// four need the gate (workload-features §5.4), which Spec.FeatureGates gives every one.
+		{Name: "workload-claims", About: "PodGroup.spec.resourceClaims: DRA claims a PodGroup's members share",
+			Gates: map[string]bool{"DRAWorkloadResourceClaims": true}},
 	}
 }
 

@@ -18,16 +18,19 @@ const (
 	SimulatedNodes = "simulated"
 )
 
-// GPUAPI is how a node group's GPUs are published to the scheduler.
-type GPUAPI string
+// GPUAPI is how a node group's GPUs are published to the scheduler (fakegpu.API: the device plugin's
+// extended resource, DRA ResourceSlices, or both).
+type GPUAPI = fakegpu.API
 
-// GPUAPIDevicePlugin publishes GPUs as the extended resource nvidia.com/gpu: through the fake
-// device plugin on real kubelets, in the node status on simulated nodes. It is the only API today;
-// dynamic resource allocation is the next one.
-const GPUAPIDevicePlugin GPUAPI = "device-plugin"
+// The GPU APIs, named here for callers of this package.
+const (
+	GPUAPIDevicePlugin = fakegpu.APIDevicePlugin
+	GPUAPIDRA          = fakegpu.APIDRA
+	GPUAPIBoth         = fakegpu.APIBoth
+)
 
 // GPUAPIs lists the accepted GPU APIs.
-func GPUAPIs() []GPUAPI { return []GPUAPI{GPUAPIDevicePlugin} }
+func GPUAPIs() []GPUAPI { return fakegpu.APIs() }
 
 // NodeGroup is a set of alike nodes of a cluster.
 type NodeGroup struct {
@@ -76,7 +79,7 @@ func (s Spec) Groups() []NodeGroup {
 	if s.Nodes == 0 {
 		return nil
 	}
-	return []NodeGroup{{Count: s.Nodes, GPUs: &GroupGPUs{Inventory: s.GPU}}}
+	return []NodeGroup{{Count: s.Nodes, GPUs: &GroupGPUs{Inventory: s.GPU, API: s.GPUAPI}}}
 }
 
 // GPUNodes counts the nodes of the groups with GPUs.
@@ -216,4 +219,32 @@ func joinNames[S ~string](names []S) string {
 type EarlyKubeconfig interface {
 	// EarlyKubeconfig is the path the named cluster's admin kubeconfig appears at during Create.
 	EarlyKubeconfig(name string) string
+}
+
+// SimulatedNodeOptions is what every simulated node of group g carries besides its inventory: the
+// group's labels and taints, how its GPUs are published, and (for DRA) its NVLink clique, which is
+// the node's rack when the cluster has a topology (the rack label of the group, under the
+// topology's rack key) and the node itself otherwise.
+func (s Spec) SimulatedNodeOptions(g NodeGroup) fakegpu.NodeOptions {
+	opts := fakegpu.NodeOptions{Labels: g.Labels, Taints: g.Taints}
+	if g.GPUs != nil {
+		opts.GPUAPI = g.GPUs.API
+	}
+	key := DefaultRackKey
+	if s.Topology != nil {
+		key = s.Topology.rackKey()
+	}
+	opts.Clique = g.Labels[key]
+	return opts
+}
+
+// PublishesDRA reports whether any node group publishes its GPUs through DRA, so the provider must
+// create the fake GPUs' DeviceClass.
+func (s Spec) PublishesDRA() bool {
+	for _, g := range s.Groups() {
+		if g.GPUs != nil && g.GPUs.API.DRA() {
+			return true
+		}
+	}
+	return false
 }

@@ -97,3 +97,22 @@ func TestRacked(t *testing.T) {
 		t.Errorf("no racks: the groups are returned as they are, got %v", out)
 	}
 }
+
+// A group's simulated nodes publish GPUs as the group says, and their NVLink clique is their rack,
+// under the topology's rack key when it has one of its own.
+func TestSimulatedNodeOptions(t *testing.T) {
+	spec := Spec{Nodes: 2, GPUAPI: GPUAPIDRA}
+	g := spec.Groups()[0]
+	if o := spec.SimulatedNodeOptions(g); o.GPUAPI != GPUAPIDRA || o.Clique != "" {
+		t.Errorf("shorthand: API %q clique %q, want dra and none", o.GPUAPI, o.Clique)
+	}
+	if !spec.PublishesDRA() || (Spec{Nodes: 2}).PublishesDRA() {
+		t.Error("PublishesDRA must follow the groups' GPU API")
+	}
+	top := Topology{Blocks: 1, RacksPerBlock: 2, NodesPerRack: 1, RackKey: "example.com/rack"}
+	spec = Spec{Topology: &top, NodeGroups: top.Groups(NodeGroup{GPUs: &GroupGPUs{API: GPUAPIBoth}})}
+	o := spec.SimulatedNodeOptions(spec.NodeGroups[1])
+	if o.GPUAPI != GPUAPIBoth || o.Clique == "" || o.Clique != spec.NodeGroups[1].Labels["example.com/rack"] {
+		t.Errorf("rack 1: API %q clique %q, want both and the rack label %q", o.GPUAPI, o.Clique, spec.NodeGroups[1].Labels["example.com/rack"])
+	}
+}

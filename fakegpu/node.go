@@ -63,6 +63,12 @@ type NodeOptions struct {
 	// Registered is the heartbeat and transition time of the node's conditions, the moment a kubelet
 	// would have registered it; CreateNodes sets it to the creation time when zero.
 	Registered metav1.Time
+	// GPUAPI is how the GPUs are published; "" is APIDevicePlugin. Without the device plugin API
+	// the node's status carries no GPU resource: its GPUs are reachable only through its
+	// ResourceSlice (ResourceSlice renders it; clusters/kwok publishes it with the node).
+	GPUAPI API
+	// Clique is the NVLink clique of the node's GPUs in its ResourceSlice (SliceOptions.Clique).
+	Clique string
 }
 
 // withDefaults fills zero fields.
@@ -102,6 +108,9 @@ func SimulatedNode(name string, inv Inventory, opts NodeOptions) *corev1.Node {
 		LabelType:     "kwok",
 	}
 	maps.Copy(labels, inv.Labels())
+	if inv.Count > 0 && opts.GPUAPI.DRA() {
+		labels[LabelGPUAPI] = string(opts.GPUAPI)
+	}
 	maps.Copy(labels, opts.Labels)
 	labels[corev1.LabelHostname] = name
 	labels[LabelManaged] = "true"
@@ -116,7 +125,9 @@ func SimulatedNode(name string, inv Inventory, opts NodeOptions) *corev1.Node {
 		corev1.ResourceMemory: opts.Memory.DeepCopy(),
 		corev1.ResourcePods:   opts.Pods.DeepCopy(),
 	}
-	maps.Copy(capacity, inv.Resources())
+	if opts.GPUAPI.ExtendedResource() {
+		maps.Copy(capacity, inv.Resources())
+	}
 	// Allocatable equals capacity: there is no kubelet reserving anything.
 	allocatable := capacity.DeepCopy()
 

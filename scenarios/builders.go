@@ -42,6 +42,8 @@ type Group struct {
 	// Parent, when set, is spec.parentCompositePodGroupName (CompositePodGroup); the API then
 	// requires a workloadRef, so Workload must be set too.
 	Parent string
+	// Claims are spec.resourceClaims, claims the members share (DRAWorkloadResourceClaims).
+	Claims []Claim
 }
 
 // PodGroup builds a v1beta1 PodGroup.
@@ -69,6 +71,9 @@ func PodGroup(namespace string, g Group) *schedv1beta1.PodGroup {
 	}
 	if g.TopologyKey != "" {
 		pg.Spec.SchedulingConstraints = &schedv1beta1.PodGroupSchedulingConstraints{Topology: []schedv1beta1.TopologyConstraint{{Key: g.TopologyKey}}}
+	}
+	for _, c := range g.Claims {
+		pg.Spec.ResourceClaims = append(pg.Spec.ResourceClaims, c.podGroupClaim())
 	}
 	return pg
 }
@@ -113,6 +118,9 @@ type Member struct {
 	// NodeName pre-binds the pod (it bypasses the scheduler).
 	NodeName string
 	Labels   map[string]string
+	// Claims are the pod's DRA claims (spec.resourceClaims), each used by its container. A claim
+	// that matches one of its group's Claims (same name and source) is the group's shared claim.
+	Claims []Claim
 }
 
 // HoldGate is the scheduling gate Member.Gated adds.
@@ -142,6 +150,10 @@ func Pod(namespace string, m Member) *corev1.Pod {
 			Limits:   corev1.ResourceList{GPUResource: q},
 			Requests: corev1.ResourceList{GPUResource: q},
 		}
+	}
+	for _, c := range m.Claims {
+		p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, c.podClaim())
+		p.Spec.Containers[0].Resources.Claims = append(p.Spec.Containers[0].Resources.Claims, corev1.ResourceClaim{Name: c.Name})
 	}
 	if m.Group != "" {
 		g := m.Group

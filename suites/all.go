@@ -34,6 +34,7 @@ func registry() []suite {
 		{name: "preemption-policy", test: "TestPreemptionPolicy", features: preemptionPolicyFeatures, cluster: []string{"preemption-policy"}},
 		{name: "jobs", test: "TestJobs", features: jobFeatures, cluster: []string{"jobs"}},
 		{name: "composite", test: "TestComposite", features: compositeFeatures, cluster: []string{"composite"}},
+		{name: "dra", test: "TestDRA", features: draFeatures, cluster: []string{"workload-claims"}},
 	}
 }
 

@@ -221,6 +221,7 @@ func TestTopology(t *testing.T)         { run(t, "topology") }
 func TestPreemptionPolicy(t *testing.T) { run(t, "preemption-policy") }
 func TestJobs(t *testing.T)             { run(t, "jobs") }
 func TestComposite(t *testing.T)        { run(t, "composite") }
+func TestDRA(t *testing.T)              { run(t, "dra") }
 
 // TestUpstream runs upstream's gang specs last, alone on the cluster (they create PriorityClasses
 // and patch a node), and reports each as an assertion UPS-NN of suite "upstream", numbered in name

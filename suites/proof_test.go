@@ -3,6 +3,7 @@ package suites_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -166,7 +167,9 @@ func TestConformanceKind(t *testing.T) {
 	tests = append(tests, "TestUpstream")
 	err, out, failed := runSuiteBinary(t, "^("+strings.Join(tests, "|")+")$", "-provider", "kind", "-upstream-binary", upstreamBinary(t))
 	if err != nil || len(failed) > 0 {
-		t.Errorf("the suites on kind: %v; failed assertions %v\n%s\n%s", err, failed, failures(out, 120), tail(out, 40))
+		// The cause once more after the output's tail: a CI log shows only the end.
+		cause := fmt.Sprintf("the suites on kind: %v; failed assertions %v; failed tests %v", err, failed, failedTests(out, 10))
+		t.Errorf("%s\n%s\n%s\n%s", cause, failures(out, 120), tail(out, 40), cause)
 	}
 	for _, test := range tests {
 		if !strings.Contains(out, "--- PASS: "+test+" ") {
@@ -196,7 +199,8 @@ func TestConformanceFeatures(t *testing.T) {
 	}
 	err, out, failed := runSuiteBinary(t, "^("+strings.Join(tests, "|")+")$", "-features", strings.Join(features, ","))
 	if err != nil || len(failed) > 0 {
-		t.Errorf("suites %v with features %v: %v; failed assertions %v\n%s\n%s", tests, features, err, failed, failures(out, 120), tail(out, 40))
+		cause := fmt.Sprintf("suites %v with features %v: %v; failed assertions %v; failed tests %v", tests, features, err, failed, failedTests(out, 10))
+		t.Errorf("%s\n%s\n%s\n%s", cause, failures(out, 120), tail(out, 40), cause)
 	}
 	for _, test := range tests {
 		if !strings.Contains(out, "--- PASS: "+test+" ") || strings.Contains(out, "--- SKIP: "+test+"/") {
@@ -272,6 +276,25 @@ func failures(out string, maxLines int) string {
 		}
 	}
 	return b.String()
+}
+
+// failedTests names the first max tests (subtests included) the output reports as failed, each cut
+// to its first 120 characters: for a failure that no assertion ID names (a lane's set-up).
+func failedTests(out string, max int) []string {
+	var names []string
+	for _, l := range strings.Split(out, "\n") {
+		_, name, ok := strings.Cut(l, "--- FAIL: ")
+		if !ok {
+			continue
+		}
+		if len(name) > 120 {
+			name = name[:120] + "…"
+		}
+		if names = append(names, name); len(names) == max {
+			break
+		}
+	}
+	return names
 }
 
 func tail(s string, n int) string {

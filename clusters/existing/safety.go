@@ -301,6 +301,22 @@ func DeleteManaged(ctx context.Context, cs kubernetes.Interface) error {
 			del("validatingadmissionpolicy", o.Name, o.Labels, o.UID, cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete)
 		}
 	}
+	// Slices go with their nodes by owner; these are slices whose node is not ours or is gone.
+	// A cluster that does not serve resource.k8s.io/v1 (before v1.34) has none to delete.
+	if l, err := cs.ResourceV1().ResourceSlices().List(ctx, sel); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("list resourceslices: %w", err))
+	} else if err == nil {
+		for _, o := range l.Items {
+			del("resourceslice", o.Name, o.Labels, o.UID, cs.ResourceV1().ResourceSlices().Delete)
+		}
+	}
+	if l, err := cs.ResourceV1().DeviceClasses().List(ctx, sel); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("list deviceclasses: %w", err))
+	} else if err == nil {
+		for _, o := range l.Items {
+			del("deviceclass", o.Name, o.Labels, o.UID, cs.ResourceV1().DeviceClasses().Delete)
+		}
+	}
 	if l, err := cs.CoreV1().Nodes().List(ctx, sel); err != nil {
 		errs = append(errs, fmt.Errorf("list nodes: %w", err))
 	} else {

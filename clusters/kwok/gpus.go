@@ -37,7 +37,8 @@ func (s *StatusGPUs) resource() corev1.ResourceName {
 	return s.Resource
 }
 
-// SetUnhealthyGPUs implements clusters.GPUControl: allocatable becomes capacity - n. Only nodes kwok
+// SetUnhealthyGPUs implements clusters.GPUControl: allocatable becomes capacity - n, and a node
+// whose GPUs are in a ResourceSlice gets its slice republished without its last n devices. Only nodes kwok
 // manages are changed: a real kubelet would overwrite the patch at its next status update, and a
 // node gangbench did not make is not its to change.
 func (s *StatusGPUs) SetUnhealthyGPUs(ctx context.Context, node string, n int) error {
@@ -53,8 +54,18 @@ func (s *StatusGPUs) SetUnhealthyGPUs(ctx context.Context, node string, n int) e
 		return fmt.Errorf("node %s is not simulated by kwok (no %s=%s annotation): its %s comes from a kubelet, which would overwrite a status patch",
 			node, fakegpu.AnnotationKwokNode, fakegpu.AnnotationKwokNodeValue, res)
 	}
+	_, published := nd.Annotations[AnnotationSliceGPUs]
+	if published {
+		// The GPUs are in a ResourceSlice: a driver withdraws an unhealthy device from it.
+		if err := republishSlice(ctx, s.Client, nd, n); err != nil {
+			return err
+		}
+	}
 	capQ, ok := nd.Status.Capacity[res]
 	if !ok {
+		if published {
+			return nil // DRA only: no extended resource to lower
+		}
 		return fmt.Errorf("node %s has no %s in its capacity", node, res)
 	}
 	total := capQ.Value()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 
@@ -82,10 +83,28 @@ func createNode(ctx context.Context, cs kubernetes.Interface, name string, inv f
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("node %s: not created: %w", name, err)
 	}
+	if opts.GPUAPI.DRA() {
+		ann, err := sliceAnnotations(inv, opts.Clique)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", name, err)
+		}
+		opts.Annotations = maps.Clone(opts.Annotations)
+		if opts.Annotations == nil {
+			opts.Annotations = map[string]string{}
+		}
+		maps.Copy(opts.Annotations, ann)
+	}
 	node := fakegpu.SimulatedNode(name, inv, opts)
-	_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	created, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		created, err = cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	}
+	if err != nil {
 		return fmt.Errorf("node %s: %w", name, err)
 	}
-	return nil
+	if !opts.GPUAPI.DRA() {
+		return nil
+	}
+	// The slice after the node: it is owned by the node, which needs the node's UID.
+	return publishSlice(ctx, cs, created, inv, fakegpu.SliceOptions{Clique: opts.Clique})
 }

@@ -49,7 +49,8 @@ func readiness(n *corev1.Node) nodeState {
 		}
 		return nodeState{reason: fmt.Sprintf("Ready=%s (%s)", cond.Status, reason)}
 	}
-	if n.Labels[fakegpu.LabelPresent] == "true" && !hasAllocatableGPU(n) {
+	// A node whose GPUs are only in a ResourceSlice has no extended resource to wait for.
+	if n.Labels[fakegpu.LabelPresent] == "true" && fakegpu.API(n.Labels[fakegpu.LabelGPUAPI]).ExtendedResource() && !hasAllocatableGPU(n) {
 		return nodeState{reason: "Ready but no allocatable GPU"}
 	}
 	return nodeState{ready: true}

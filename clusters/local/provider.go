@@ -22,7 +22,6 @@ import (
 	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/clusters/kwok"
 	"github.com/gangbench/gangbench/clusters/local/pki"
-	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/internal/proc"
 )
 
@@ -87,7 +86,7 @@ func capabilities() clusters.Capabilities {
 	return clusters.Capabilities{
 		Provider: ProviderName, Creates: true,
 		ComponentControl: clusters.AllComponents(), SimulatedNodes: true, GPUFaults: true,
-		GPUAPIs:      []clusters.GPUAPI{clusters.GPUAPIDevicePlugin},
+		GPUAPIs:      clusters.GPUAPIs(),
 		FeatureGates: clusters.AllComponents(), RuntimeConfig: true,
 		NeedsHolder: true, ProcessAccounting: true, SchedulerCoverage: true,
 	}
@@ -344,8 +343,13 @@ func (r *run) start(ctx context.Context) (*clusters.Cluster, error) {
 	}
 	// One numbering over all groups, so a one-group cluster keeps the names it always had.
 	names := kwok.NodeNames("gpu-node", spec.Nodes)
+	if spec.PublishesDRA() {
+		if err := kwok.EnsureDeviceClass(ctx, cs); err != nil {
+			return nil, err
+		}
+	}
 	for _, g := range spec.Groups() {
-		opts := fakegpu.NodeOptions{Labels: g.Labels, Taints: g.Taints}
+		opts := spec.SimulatedNodeOptions(g)
 		if err := kwok.CreateNodes(ctx, cs, names[:g.Count], g.GPUs.Inventory.WithDefaults(), opts, 32); err != nil {
 			return nil, fmt.Errorf("create simulated nodes: %w", err)
 		}

@@ -19,6 +19,8 @@ const DefaultRealWorkers = 2
 type FlagShape struct {
 	Nodes, Workers, KwokNodes, PlainWorkers int
 	GPU                                     fakegpu.Inventory
+	// GPUAPI is how every GPU node publishes its GPUs (--gpu-api); "" is the device plugin's.
+	GPUAPI fakegpu.API
 	// Topology, when set, lays the GPU nodes (the real workers where the provider has real
 	// kubelets, else every node) out in blocks and racks: one node group per rack.
 	Topology *clusters.Topology
@@ -55,10 +57,10 @@ func (f FlagShape) Apply(spec *clusters.Spec, realKubelets bool) error {
 				return fmt.Errorf("nodes: %d requested, but topology %s makes %d", f.Nodes, t, t.Nodes())
 			}
 			spec.Nodes, spec.GPU, spec.Topology = 0, fakegpu.Inventory{}, t
-			spec.NodeGroups = t.Groups(clusters.NodeGroup{GPUs: &clusters.GroupGPUs{Inventory: f.GPU}})
+			spec.NodeGroups = t.Groups(clusters.NodeGroup{GPUs: &clusters.GroupGPUs{Inventory: f.GPU, API: f.GPUAPI}})
 			return nil
 		}
-		spec.Nodes, spec.GPU = f.Nodes, f.GPU
+		spec.Nodes, spec.GPU, spec.GPUAPI = f.Nodes, f.GPU, f.GPUAPI
 		return nil
 	}
 	workers := f.Workers
@@ -83,7 +85,7 @@ func (f FlagShape) Apply(spec *clusters.Spec, realKubelets bool) error {
 	case workers == 0:
 		workers = DefaultRealWorkers
 	}
-	gpus := func() *clusters.GroupGPUs { return &clusters.GroupGPUs{Inventory: f.GPU} }
+	gpus := func() *clusters.GroupGPUs { return &clusters.GroupGPUs{Inventory: f.GPU, API: f.GPUAPI} }
 	groups := []clusters.NodeGroup{{Count: workers, Kubelet: clusters.RealKubelets, GPUs: gpus()}}
 	if f.Topology != nil {
 		groups = f.Topology.Groups(groups[0])

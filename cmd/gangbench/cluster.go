@@ -42,6 +42,7 @@ type clusterFlags struct {
 	featureGates  []string
 	features      []string
 	topology      string
+	gpuAPI        string
 	schedGates    []string
 	schedulerArgs []string
 	timeout       time.Duration
@@ -73,6 +74,7 @@ func (f *clusterFlags) register(cmd *cobra.Command, g *globalOpts, defaultNodes 
 	fs.StringSliceVar(&f.featureGates, "feature-gates", nil, "extra feature gates for every component, e.g. TopologyAwareWorkloadScheduling=true")
 	fs.StringSliceVar(&f.features, "features", nil, "workload features to switch on, with every gate and API version each needs on every component: "+strings.Join(clusters.FeatureNames(), ", ")+" (--feature-gates still has the last word)")
 	fs.StringVar(&f.topology, "topology", "", "lay the GPU nodes out in blocks and racks, as node labels: blocks=B,racks-per-block=R,nodes-per-rack=N[,block-key=K][,rack-key=K] (B×R×N nodes; kind: the real workers)")
+	fs.StringVar(&f.gpuAPI, "gpu-api", string(fakegpu.APIDevicePlugin), "how the GPU nodes publish their fake GPUs: device-plugin (the nvidia.com/gpu count), dra (one ResourceSlice per node, a DeviceClass "+fakegpu.DeviceClassName+"; pods claim GPUs with ResourceClaims) or both")
 	fs.StringSliceVar(&f.schedGates, "scheduler-feature-gates", nil, "feature gates for the scheduler only, e.g. GenericWorkload=false")
 	fs.StringArrayVar(&f.schedulerArgs, "scheduler-arg", nil, "extra kube-scheduler flag as name=value, e.g. kube-api-qps=5000 (repeatable)")
 	fs.DurationVar(&f.timeout, "timeout", 3*time.Minute, "how long components and nodes may take to become ready")
@@ -152,7 +154,11 @@ func (f *clusterFlags) requestShaped(provider string, adjust func(*request.FlagS
 	r.Spec.Images = clusters.Images{Node: f.nodeImage, Scheduler: f.schedulerImage}
 	r.CacheDir = absOrEmpty(f.cacheDir)
 	r.Engine = f.engine
-	shape := request.FlagShape{Nodes: f.nodes, Workers: f.workers, KwokNodes: f.kwokNodes, GPU: spec.GPU}
+	api, err := fakegpu.ParseAPI(f.gpuAPI)
+	if err != nil {
+		return request.Request{}, usageError{fmt.Errorf("--gpu-api: %w", err)}
+	}
+	shape := request.FlagShape{Nodes: f.nodes, Workers: f.workers, KwokNodes: f.kwokNodes, GPU: spec.GPU, GPUAPI: api}
 	if f.topology != "" {
 		t, err := clusters.ParseTopology(f.topology)
 		if err != nil {
@@ -217,7 +223,7 @@ func (f *clusterFlags) changed(names ...string) []string {
 
 // clusterShaping are the flags that shape a cluster gangbench creates; with --kubeconfig there is
 // none to shape. (--k8s-version and --cache-dir still choose what is built, e.g. upstream's specs.)
-var clusterShaping = []string{"name", "nodes", "gpus-per-node", "gpu-product", "kube-bin-dir", "scheduler-binary", "feature-gates", "features", "topology", "scheduler-feature-gates", "scheduler-arg", "timeout", "engine", "workers", "node-image", "scheduler-image", "kwok-nodes"}
+var clusterShaping = []string{"name", "nodes", "gpus-per-node", "gpu-product", "kube-bin-dir", "scheduler-binary", "feature-gates", "features", "topology", "gpu-api", "scheduler-feature-gates", "scheduler-arg", "timeout", "engine", "workers", "node-image", "scheduler-image", "kwok-nodes"}
 
 // refuseWithKubeconfig refuses flags that would shape a cluster when the run uses an existing one.
 func (f *clusterFlags) refuseWithKubeconfig(kubeconfig string, names []string) error {

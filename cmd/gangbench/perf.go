@@ -20,6 +20,7 @@ import (
 	"github.com/gangbench/gangbench/clusters/k8sbin"
 	"github.com/gangbench/gangbench/clusters/providers"
 	"github.com/gangbench/gangbench/clusters/request"
+	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/observe/speedprobe"
 	"github.com/gangbench/gangbench/perf"
 	"github.com/gangbench/gangbench/perf/scenario"
@@ -481,6 +482,11 @@ func (f *clusterFlags) scenarioBaseRequest(provider, profile string) (request.Re
 		// Each scenario sets the node shape; a topology must come with it, not from a flag that
 		// every scenario's node count would contradict.
 		return request.Request{}, usageError{fmt.Errorf("--topology %s: perf's scenarios set the nodes of each cluster, so the topology of a perf run is not a flag", f.topology)}
+	}
+	if api, _ := fakegpu.ParseAPI(f.gpuAPI); api != fakegpu.APIDevicePlugin {
+		// Every scenario's pods ask for GPUs as nvidia.com/gpu counts; on nodes that publish them
+		// only through DRA nothing would bind, and a run that measures nothing is no benchmark.
+		return request.Request{}, usageError{fmt.Errorf("--gpu-api %s: perf's scenarios request GPUs from the device plugin (nvidia.com/gpu counts); scenarios with ResourceClaims are not written yet", f.gpuAPI)}
 	}
 	var caps clusters.Capabilities
 	// The placeholder: one node where every node is simulated; with real kubelets the workers'

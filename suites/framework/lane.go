@@ -45,6 +45,8 @@ type Lane struct {
 	// borrowed: the nodes are the cluster's own (kind workers with the device plugin), lent to
 	// the lane; Delete gives them back instead of deleting them.
 	borrowed bool
+	// gpuAPI is how the lane's simulated nodes publish their GPUs (LaneSpec.GPUAPI).
+	gpuAPI fakegpu.API
 }
 
 // LaneSpec is the capacity a feature needs.
@@ -61,6 +63,13 @@ type LaneSpec struct {
 	Racks int
 	// Unlabelled nodes are added to a lane with Racks without any topology label.
 	Unlabelled int
+	// GPUAPI is how the lane's simulated nodes publish their GPUs; "" is the device plugin's
+	// nvidia.com/gpu. With DRA each node gets its ResourceSlice (its rack is its NVLink clique)
+	// and the cluster the fake GPUs' DeviceClass.
+	GPUAPI fakegpu.API
+	// Products, when set, are the GPU products of the lane's nodes in turn (node i has
+	// Products[i % len]); unset, every node has fakegpu's default.
+	Products []string
 }
 
 // NewLane creates the namespace and nodes and waits until the nodes are Ready with their GPUs.
@@ -71,7 +80,7 @@ func (e *Env) NewLane(ctx context.Context, prefix string, spec LaneSpec) (*Lane,
 	if len(name) > 50 {
 		name = name[:50]
 	}
-	l := &Lane{Env: e, Name: name, GPUs: spec.GPUsPerNode, Client: e.Client, Gang: e.Gang, createdAt: time.Now()}
+	l := &Lane{Env: e, Name: name, GPUs: spec.GPUsPerNode, Client: e.Client, Gang: e.Gang, createdAt: time.Now(), gpuAPI: spec.GPUAPI}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{scenarios.ManagedLabel: "true", LaneLabel: name}}}
 	if _, err := e.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("lane %s: create namespace: %w", name, err)
@@ -82,6 +91,11 @@ func (e *Env) NewLane(ctx context.Context, prefix string, spec LaneSpec) (*Lane,
 	if spec.PluginNodes {
 		if ok, err := e.borrowPluginNodes(ctx, l, spec.Nodes); ok || err != nil {
 			return l, err
+		}
+	}
+	if spec.GPUAPI.DRA() {
+		if err := kwok.EnsureDeviceClass(ctx, e.Client); err != nil {
+			return l, fmt.Errorf("lane %s: %w", name, err)
 		}
 	}
 	l.Nodes = kwok.NodeNames(name, spec.Nodes+spec.Unlabelled)
@@ -107,10 +121,23 @@ func (l *Lane) createNodes(ctx context.Context, spec LaneSpec) error {
 		if spec.Unlabelled > 0 {
 			return fmt.Errorf("lane %s: %d unlabelled nodes without racks: every node is unlabelled then, ask for Nodes", l.Name, spec.Unlabelled)
 		}
-		if err := kwok.CreateNodes(ctx, l.Client, l.Nodes, inv, opts, 8); err != nil {
-			return fmt.Errorf("lane %s: create nodes: %w", l.Name, err)
+		if len(spec.Products) == 0 {
+			if err := kwok.CreateNodes(ctx, l.Client, l.Nodes, inv, opts, 8); err != nil {
+				return fmt.Errorf("lane %s: create nodes: %w", l.Name, err)
+			}
+			return nil
+		}
+		for i, n := range l.Nodes {
+			pi := inv
+			pi.Product, pi.MemoryMiB = spec.Products[i%len(spec.Products)], 0
+			if err := kwok.CreateNodes(ctx, l.Client, []string{n}, pi.WithDefaults(), opts, 1); err != nil {
+				return fmt.Errorf("lane %s: create node %s: %w", l.Name, n, err)
+			}
 		}
 		return nil
+	}
+	if len(spec.Products) > 0 {
+		return fmt.Errorf("lane %s: products %v with racks: give one or the other", l.Name, spec.Products)
 	}
 	if spec.Nodes%spec.Racks != 0 {
 		return fmt.Errorf("lane %s: %d nodes do not split into %d racks", l.Name, spec.Nodes, spec.Racks)
@@ -127,6 +154,7 @@ func (l *Lane) createNodes(ctx context.Context, spec LaneSpec) error {
 		ro.Labels[clusters.ZoneLabel] = l.Name + "-block-0"
 		ro.Labels[clusters.DefaultBlockKey] = l.Name + "-block-0"
 		ro.Labels[clusters.DefaultRackKey] = rack
+		ro.Clique = rack
 		names := l.Nodes[r*per : (r+1)*per]
 		l.Racks[rack] = names
 		if err := kwok.CreateNodes(ctx, l.Client, names, inv, ro, 8); err != nil {
@@ -157,6 +185,7 @@ func (l *Lane) kwokNodeSpec() (fakegpu.NodeOptions, fakegpu.Inventory) {
 	opts := fakegpu.NodeOptions{
 		Labels: map[string]string{LaneLabel: l.Name},
 		Taints: []corev1.Taint{{Key: LaneLabel, Value: l.Name, Effect: corev1.TaintEffectNoSchedule}},
+		GPUAPI: l.gpuAPI,
 	}
 	return opts, fakegpu.Inventory{Count: l.GPUs}.WithDefaults()
 }
