@@ -36,7 +36,7 @@ func TestNewRefuses(t *testing.T) {
 		{"local nodes", with("local", clusters.Spec{Nodes: 0}, nil), "nodes: 0"},
 		{"images on local", with("local", clusters.Spec{Nodes: 1, Images: clusters.Images{Node: "img:1"}}, nil), "images"},
 		{"real kubelets on local", with("local", clusters.Spec{NodeGroups: []clusters.NodeGroup{{Count: 1, Kubelet: clusters.RealKubelets, GPUs: &clusters.GroupGPUs{}}}}, nil), `nodeGroups[0].kubelet: "real"`},
-		{"unknown GPU API", with("local", clusters.Spec{NodeGroups: []clusters.NodeGroup{{Count: 1, GPUs: &clusters.GroupGPUs{API: "dra"}}}}, nil), `nodeGroups[0].gpus.api: "dra"`},
+		{"unknown GPU API", with("local", clusters.Spec{NodeGroups: []clusters.NodeGroup{{Count: 1, GPUs: &clusters.GroupGPUs{API: "cuda"}}}}, nil), `nodeGroups[0].gpus.api: "cuda"`},
 		{"existing creates nothing", with("existing", clusters.Spec{}, func(r *request.Request) { r.Kubeconfig = "/kc" }), "does not create clusters"},
 	}
 	for _, tt := range tests {
