@@ -8,12 +8,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/internal/poll"
 	"github.com/gangbench/gangbench/scenarios"
 	"github.com/gangbench/gangbench/scenarios/gangapi"
@@ -34,6 +36,8 @@ type runner struct {
 	cs   kubernetes.Interface
 	gang *gangapi.Client
 	o    Options
+	// dra: the pods claim DRA GPUs (Options.GPUAPI is dra), see dra.go.
+	dra bool
 }
 
 // podState is what the lab reads of a pod: where it is and whether the scheduler gave up on it.
@@ -42,7 +46,8 @@ type podState struct {
 	// Unschedulable: PodScheduled=False with reason Unschedulable (the scheduler looked and
 	// could not place it).
 	Unschedulable bool
-	GPUs          int64
+	// GPUs is the nvidia.com/gpu the pod's containers ask for (0 when they claim DRA GPUs).
+	GPUs int64
 }
 
 func (p podState) bound() bool   { return p.Node != "" }
@@ -53,7 +58,8 @@ type snapshot struct {
 	Pods   []podState
 	Groups []schedv1beta1.PodGroup
 	// WorkerGPUs is the GPUs the pods on the lab's worker hold (describe node's requests and
-	// limits, which are equal: the pods set limits only).
+	// limits, which are equal: the pods set limits only; with DRA GPUs, the devices allocated from
+	// the worker's pool).
 	WorkerGPUs int64
 }
 
@@ -161,8 +167,12 @@ func podGPUs(p *corev1.Pod) int64 {
 }
 
 // workerGPUs sums the GPU limits of the non-terminated pods on the worker, as `kubectl describe
-// node` does for its "Allocated resources".
+// node` does for its "Allocated resources"; with DRA GPUs it counts the devices allocated from the
+// worker's pool instead (the pods ask for no nvidia.com/gpu).
 func (r *runner) workerGPUs(ctx context.Context) (int64, error) {
+	if r.dra {
+		return r.workerClaimedGPUs(ctx)
+	}
 	pods, err := r.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + r.o.Worker})
 	if err != nil {
 		return 0, fmt.Errorf("list pods on %s: %w", r.o.Worker, err)
@@ -198,7 +208,14 @@ func (r *runner) apply(ctx context.Context, file string, onePodAtATime bool) (st
 	if err != nil {
 		return "", err
 	}
-	r.say("$ kubectl apply -f ~/native-gang-lab/%s", file)
+	if r.dra {
+		if objs, err = withDRAGPUs(file, objs); err != nil {
+			return "", err
+		}
+		r.say("$ kubectl apply -f ~/native-gang-lab/%s   # with DRA GPUs: each nvidia.com/gpu: N is a claim from ResourceClaimTemplate gpu-N (DeviceClass %s)", file, fakegpu.DeviceClassName)
+	} else {
+		r.say("$ kubectl apply -f ~/native-gang-lab/%s", file)
+	}
 	var ns string
 	for _, obj := range objs {
 		line, err := r.create(ctx, obj)
@@ -244,6 +261,11 @@ func (r *runner) create(ctx context.Context, obj runtime.Object) (string, error)
 			return "", fmt.Errorf("create pod %s/%s: %w", o.Namespace, o.Name, err)
 		}
 		return "pod/" + o.Name + " created", nil
+	case *resourcev1.ResourceClaimTemplate:
+		if _, err := r.cs.ResourceV1().ResourceClaimTemplates(o.Namespace).Create(ctx, o, metav1.CreateOptions{}); err != nil {
+			return "", fmt.Errorf("create ResourceClaimTemplate %s/%s: %w", o.Namespace, o.Name, err)
+		}
+		return "resourceclaimtemplate.resource.k8s.io/" + o.Name + " created", nil
 	}
 	return "", fmt.Errorf("unexpected object %T", obj)
 }
@@ -323,6 +345,21 @@ func (r *runner) describeCluster(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list nodes: %w", err)
 	}
+	if r.dra {
+		// Without the DeviceClass the claims could never be allocated, and every verdict would
+		// differ for a reason that is not the scheduler's.
+		if _, err := r.cs.ResourceV1().DeviceClasses().Get(ctx, fakegpu.DeviceClassName, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("the lab's DRA GPUs need DeviceClass %s: %w", fakegpu.DeviceClassName, err)
+		}
+	}
+	// Where the GPUs are (also) DRA devices, each node's are shown next to its nvidia.com/gpu.
+	sliceColumn := r.o.GPUAPI.DRA()
+	var sliced map[string]int
+	if sliceColumn {
+		if sliced, err = r.slicedGPUs(ctx); err != nil {
+			return err
+		}
+	}
 	r.say("cluster: %s, %d nodes", r.o.Here, len(nodes.Items))
 	found := false
 	for _, n := range nodes.Items {
@@ -331,7 +368,11 @@ func (r *runner) describeCluster(ctx context.Context) error {
 			taints = append(taints, t.Key+":"+string(t.Effect))
 		}
 		gpu := n.Status.Allocatable.Name(gpuResource, "")
-		r.say("  %-28s nvidia.com/gpu %-3s taints %v", n.Name, gpu.String(), taints)
+		if sliceColumn {
+			r.say("  %-28s nvidia.com/gpu %-3s DRA devices (%s) %-3d taints %v", n.Name, gpu.String(), fakegpu.DRADriver, sliced[n.Name], taints)
+		} else {
+			r.say("  %-28s nvidia.com/gpu %-3s taints %v", n.Name, gpu.String(), taints)
+		}
 		found = found || n.Name == r.o.Worker
 	}
 	r.say("")

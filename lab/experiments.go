@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,8 +29,19 @@ func (r *runner) showGPUs(ctx context.Context, want []string) error {
 	if err != nil {
 		return err
 	}
-	r.show(fmt.Sprintf(`kubectl describe node %s | grep -E "^  nvidia.com/gpu "`, r.o.Worker), gpuLine(n), want)
+	r.showGPUCount(n, want)
 	return nil
+}
+
+// showGPUCount prints the kubectl command that shows the GPUs in use on the worker and its output
+// for n: describe node's nvidia.com/gpu line, or with DRA GPUs the count of devices allocated from
+// the worker's pool (the node has no nvidia.com/gpu then).
+func (r *runner) showGPUCount(n int64, want []string) {
+	if r.dra {
+		r.show(draGPUCommand(r.o.Worker), []string{strconv.FormatInt(n, 10)}, want)
+		return
+	}
+	r.show(fmt.Sprintf(`kubectl describe node %s | grep -E "^  nvidia.com/gpu "`, r.o.Worker), gpuLine(n), want)
 }
 
 const podColumns = `custom-columns='NAME:.metadata.name,GROUP:.spec.schedulingGroup.podGroupName,PHASE:.status.phase,NODE:.spec.nodeName'`
@@ -195,26 +207,31 @@ func (r *runner) experiment3(ctx context.Context, gang snapshot) (Verdict, error
 			return false, "", err
 		}
 		evs = list.Items
-		res, gng := messageKinds(evs, loser)
+		res, gng := messageKinds(evs, loser, r.resourceReason())
 		return res != "" && gng != "", fmt.Sprintf("resource %q gang %q", res, gng), nil
 	})
 	r.show("kubectl -n "+nsGang+" get events --field-selector reason=FailedScheduling -o custom-columns='POD:.involvedObject.name,MSG:.message' | sort -u", eventsTable(evs), labEvents)
 	v := Verdict{Experiment: 3, Title: "the two kinds of FailedScheduling message", Reproduced: true}
-	res, gng := messageKinds(evs, loser)
+	res, gng := messageKinds(evs, loser, r.resourceReason())
+	want := r.resourceMessage()
 	switch {
 	case res == "":
 		v.Reproduced = false
-		v.Findings = append(v.Findings, fmt.Sprintf("no pod of %s got the resource message; the lab's reads %q", loser, labResourceMessage))
-	case !strings.HasPrefix(res, labResourceMessage):
+		v.Findings = append(v.Findings, fmt.Sprintf("no pod of %s got the resource message; here it reads %q", loser, want))
+	case !strings.HasPrefix(res, want):
 		v.Reproduced = false
-		v.Findings = append(v.Findings, fmt.Sprintf("the resource message is %q; the lab's starts %q", res, labResourceMessage))
+		v.Findings = append(v.Findings, fmt.Sprintf("the resource message is %q; here it starts %q", res, want))
 	default:
-		rest := strings.TrimSpace(strings.TrimPrefix(res, labResourceMessage))
+		rest := strings.TrimSpace(strings.TrimPrefix(res, want))
 		note := "and nothing after it (the lab's v1alpha2 scheduler went on with the preemption attempt's result; v1.37 leaves it out of a gang member's own fit error)"
 		if rest != "" {
 			note = fmt.Sprintf("then %q", rest)
 		}
-		v.Findings = append(v.Findings, fmt.Sprintf("resource message in the lab's words: %q %s", labResourceMessage, note))
+		if r.dra {
+			v.Findings = append(v.Findings, fmt.Sprintf("resource message with DRA GPUs: %q %s (the lab's device-plugin GPUs: %q)", want, note, labResourceMessage))
+		} else {
+			v.Findings = append(v.Findings, fmt.Sprintf("resource message in the lab's words: %q %s", labResourceMessage, note))
+		}
 	}
 	if gng == "" {
 		v.Reproduced = false
@@ -225,9 +242,27 @@ func (r *runner) experiment3(ctx context.Context, gang snapshot) (Verdict, error
 	return v, nil
 }
 
-// messageKinds returns a resource message and a gang message among the FailedScheduling events of
-// team's pods ("" when there is none).
-func messageKinds(evs []corev1.Event, team string) (resource, gang string) {
+// resourceReason is what a node without room for a pod's GPUs counts as in a FailedScheduling
+// message: the lab's "Insufficient nvidia.com/gpu", or with DRA GPUs the DRA plugin's reason.
+func (r *runner) resourceReason() string {
+	if r.dra {
+		return draResourceReason
+	}
+	return "Insufficient " + string(gpuResource)
+}
+
+// resourceMessage is the resource message the pending team's pods must get on the lab's three
+// nodes: the lab's, or its DRA counterpart.
+func (r *runner) resourceMessage() string {
+	if r.dra {
+		return draResourceMessage
+	}
+	return labResourceMessage
+}
+
+// messageKinds returns a resource message (one naming reason, a node's resource shortage) and a
+// gang message among the FailedScheduling events of team's pods ("" when there is none).
+func messageKinds(evs []corev1.Event, team, reason string) (resource, gang string) {
 	for _, e := range evs {
 		if e.Reason != "FailedScheduling" || !strings.HasPrefix(e.InvolvedObject.Name, team+"-") {
 			continue
@@ -235,7 +270,7 @@ func messageKinds(evs []corev1.Event, team string) (resource, gang string) {
 		switch {
 		case strings.HasPrefix(e.Message, gangMessagePrefix):
 			gang = e.Message
-		case strings.Contains(e.Message, "Insufficient "+string(gpuResource)):
+		case strings.Contains(e.Message, reason):
 			resource = e.Message
 		}
 	}
@@ -284,7 +319,7 @@ func (r *runner) experiment4(ctx context.Context) (Verdict, error) {
 	})
 	r.show("kubectl -n "+ns+" get pods -o custom-columns='NAME:.metadata.name,PHASE:.status.phase,NODE:.spec.nodeName'", podsTable(s, false), labElasticPods)
 	r.show("kubectl -n "+ns+" get podgroups.scheduling.k8s.io -o custom-columns='NAME:.metadata.name,MIN:.spec.schedulingPolicy.gang.minCount,STATUS:.status.conditions[0].reason'", elasticGroupsTable(s.Groups), labElasticGroups)
-	r.show(fmt.Sprintf(`kubectl describe node %s | grep -E "^  nvidia.com/gpu "`, r.o.Worker), gpuLine(s.WorkerGPUs), labElasticGPUs)
+	r.showGPUCount(s.WorkerGPUs, labElasticGPUs)
 	seen, herr := history.stop()
 	v := verdict4(s, seen)
 	if herr != nil && !v.Reproduced {

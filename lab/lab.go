@@ -6,7 +6,8 @@
 //
 // The cluster is the caller's (cmd/gangbench lab makes one shaped like the lab's: a tainted
 // control-plane node, gpu-lab-worker with 8 nvidia.com/gpu and a second worker without GPUs, so the
-// scheduler's messages count three nodes as the lab's do).
+// scheduler's messages count three nodes as the lab's do). With Options.GPUAPI dra the worker's 8
+// GPUs are DRA devices instead and the pods claim them (dra.go).
 package lab
 
 import (
@@ -17,6 +18,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/scenarios/gangapi"
 )
 
@@ -34,6 +36,12 @@ type Options struct {
 	Here string
 	// Keep leaves the last experiment's namespace in place for a look with kubectl.
 	Keep bool
+	// GPUAPI is how the worker publishes its GPUs. With fakegpu.APIDRA (a ResourceSlice of the
+	// fake driver, no nvidia.com/gpu) the manifests are applied with DRA GPUs: each container's
+	// nvidia.com/gpu becomes a claim of as many GPUs, and the GPUs in use are the devices allocated
+	// from the worker's pool. Otherwise ("", device-plugin, both) the manifests are applied
+	// literally: their nvidia.com/gpu is the node's extended resource, which "both" publishes too.
+	GPUAPI fakegpu.API
 }
 
 // Verdict is the outcome of one experiment.
@@ -74,7 +82,7 @@ func Run(ctx context.Context, cs kubernetes.Interface, gang *gangapi.Client, o O
 	if o.Here == "" {
 		o.Here = "this cluster"
 	}
-	r := &runner{cs: cs, gang: gang, o: o}
+	r := &runner{cs: cs, gang: gang, o: o, dra: o.GPUAPI == fakegpu.APIDRA}
 	return r.run(ctx)
 }
 

@@ -180,11 +180,11 @@ func TestMessageKinds(t *testing.T) {
 		ev("team-a-0", "pod group is unschedulable, of the other team"),
 		ev("team-b-1", labResourceMessage),
 	}
-	res, gang := messageKinds(evs, "team-b")
+	res, gang := messageKinds(evs, "team-b", "Insufficient nvidia.com/gpu")
 	if res != labResourceMessage || !strings.HasPrefix(gang, "pod group is unschedulable, minCount") {
 		t.Errorf("kinds %q %q", res, gang)
 	}
-	if res, gang := messageKinds(evs[:1], "team-b"); res == "" || gang != "" {
+	if res, gang := messageKinds(evs[:1], "team-b", "Insufficient nvidia.com/gpu"); res == "" || gang != "" {
 		t.Errorf("resource only: %q %q", res, gang)
 	}
 	lines := eventsTable(append(evs, evs[0]))

@@ -59,6 +59,12 @@ var (
 // shape v1.37 must say the same.
 const labResourceMessage = "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient nvidia.com/gpu."
 
+// draResourceMessage is labResourceMessage with DRA GPUs, as v1.37.2 words it on the lab's three
+// nodes (seen on local, kwok nodes, and on kind, real kubelets with the DRA plugin): the DRA
+// plugin's Filter rejects the worker without room and the worker without GPUs alike, "cannot
+// allocate all claims", where the lab's NodeResourcesFit said "Insufficient nvidia.com/gpu".
+const draResourceMessage = "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 " + draResourceReason + "."
+
 // gangMessagePrefix starts every gang-level FailedScheduling message, in the lab's version and in
 // v1.37 (whose wording goes on with "minCount (3) cannot be satisfied: …").
 const gangMessagePrefix = "pod group is unschedulable"

@@ -249,12 +249,9 @@ func draUnhealthyFeature(lane framework.LaneSpec) framework.Feature {
 					if err := l.Env.Cluster.GPUs.SetUnhealthyGPUs(ctx, node, 4); err != nil {
 						t.Fatalf("mark 4 GPUs of %s unhealthy: %v", node, err)
 					}
-					framework.Eventually(ctx, t, l.Env.Scaled(30*time.Second), "the slice of "+node+" to publish 4 devices", func(ctx context.Context) (bool, string, error) {
-						s, err := l.Client.ResourceV1().ResourceSlices().Get(ctx, fakegpu.SliceName(node), metav1.GetOptions{})
-						if err != nil {
-							return false, "", err
-						}
-						return len(s.Spec.Devices) == 4, fmt.Sprintf("%d devices", len(s.Spec.Devices)), nil
+					framework.Eventually(ctx, t, l.Env.Scaled(30*time.Second), "the slices of "+node+" to publish 4 devices", func(ctx context.Context) (bool, string, error) {
+						n, err := draPublished(ctx, l, node)
+						return n == 4, fmt.Sprintf("%d devices", n), err
 					})
 					pair := draGang(ctx, t, l, "pair", 2, 2, 4)
 					l.WaitEvent(ctx, t, l.Env.Scaled(30*time.Second), pair[0], "FailedScheduling")
@@ -507,6 +504,29 @@ func draDevices(c *resourcev1.ResourceClaim) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// draPublished counts the fake GPUs published for node: the devices of the driver's slices for the
+// node at their pool's newest generation. Slices are found by driver and node, not by name, since a
+// kubelet plugin names its own (kind workers) and gangbench names those of simulated nodes.
+func draPublished(ctx context.Context, l *framework.Lane, node string) (int, error) {
+	list, err := l.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+		FieldSelector: "spec.driver=" + fakegpu.DRADriver + ",spec.nodeName=" + node,
+	})
+	if err != nil {
+		return 0, err
+	}
+	newest := map[string]int64{}
+	for _, s := range list.Items {
+		newest[s.Spec.Pool.Name] = max(newest[s.Spec.Pool.Name], s.Spec.Pool.Generation)
+	}
+	n := 0
+	for _, s := range list.Items {
+		if s.Spec.Pool.Generation == newest[s.Spec.Pool.Name] {
+			n += len(s.Spec.Devices)
+		}
+	}
+	return n, nil
 }
 
 // draNothingHeld reports whether none of the members is bound and no claim in the lane is

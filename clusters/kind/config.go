@@ -327,7 +327,13 @@ func renderPlan(pl plan, schedulerPort int) ([]byte, error) {
 	}
 	var workers []worker
 	for _, g := range pl.GPUGroups {
-		workers = append(workers, worker{g.Count, groupLabels(g.Labels, gpuWorkerLabels(g.GPU, g.Inventory)), g.Taints})
+		ours := gpuWorkerLabels(g.GPU, g.Inventory)
+		// As a simulated node of the same API carries it (fakegpu.SimulatedNode): a worker whose
+		// GPUs are not only the device plugin's says so.
+		if g.API.DRA() {
+			ours[fakegpu.LabelGPUAPI] = string(g.API)
+		}
+		workers = append(workers, worker{g.Count, groupLabels(g.Labels, ours), g.Taints})
 	}
 	for _, g := range pl.PlainGroups {
 		workers = append(workers, worker{g.Count, groupLabels(g.Labels, map[string]string{LabelPlainWorker: "true"}), g.Taints})

@@ -507,6 +507,50 @@ func TestPlanTwoGroupsOfEachKind(t *testing.T) {
 	}
 }
 
+// TestPlanGPUAPIs: the kind provider takes every GPU API; workers of one inventory but two APIs get
+// a DaemonSet each, carrying the API and the clique label (the topology's rack key, or the default
+// one); the shorthand's API reaches its one DaemonSet.
+func TestPlanGPUAPIs(t *testing.T) {
+	for _, api := range clusters.GPUAPIs() {
+		if err := (&Provider{}).Validate(clusters.Spec{Nodes: 1, GPUAPI: api}); err != nil {
+			t.Errorf("GPU API %s: %v", api, err)
+		}
+	}
+	two := fakegpu.Inventory{Count: 2}
+	pl, err := resolve(clusters.Spec{
+		Topology: &clusters.Topology{Blocks: 1, RacksPerBlock: 2, NodesPerRack: 1, RackKey: "example.com/rack"},
+		NodeGroups: []clusters.NodeGroup{
+			{Count: 1, GPUs: &clusters.GroupGPUs{Inventory: two, API: clusters.GPUAPIBoth}},
+			{Count: 1, GPUs: &clusters.GroupGPUs{Inventory: two}},
+			{Count: 1, GPUs: &clusters.GroupGPUs{Inventory: two, API: clusters.GPUAPIBoth}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := pl.plugins("img")
+	if len(ps) != 2 || ps[0].API != clusters.GPUAPIBoth || ps[1].API != clusters.GPUAPIDevicePlugin || ps[0].CliqueLabel != "example.com/rack" {
+		t.Errorf("plugins %+v, want both (clique label example.com/rack) and device-plugin", ps)
+	}
+	if pl.GPUGroups[2].Inventory != 0 {
+		t.Errorf("third group's DaemonSet %d, want the first's (same inventory and API)", pl.GPUGroups[2].Inventory)
+	}
+	pl, err = resolve(clusters.Spec{Nodes: 1, GPU: two, GPUAPI: clusters.GPUAPIDRA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := pl.plugins("img"); len(ps) != 1 || ps[0].API != clusters.GPUAPIDRA || ps[0].CliqueLabel != clusters.DefaultRackKey {
+		t.Errorf("shorthand plugins %+v, want one with DRA and the default rack key", ps)
+	}
+	pl, err = resolve(clusters.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := pl.plugins("img"); len(ps) != 1 || ps[0].API != clusters.GPUAPIDevicePlugin {
+		t.Errorf("default plugins %+v, want the device plugin", ps)
+	}
+}
+
 // TestPlanOneInventory: a cluster whose GPU workers share an inventory keeps the one DaemonSet it
 // always had, whatever its groups, and a one-group kwok cluster keeps its node names.
 func TestPlanOneInventory(t *testing.T) {

@@ -216,6 +216,13 @@ func (c *creation) run(ctx context.Context) (*clusters.Cluster, error) {
 			return nil, fmt.Errorf("kind cluster %q: %w", c.st.Name, err)
 		}
 	}
+	// The class before any plugin publishes: a claim can name it as soon as a slice exists. The
+	// DRA plugins' deployment applies it too; simulated DRA nodes need it without them.
+	if c.pl.Spec.PublishesDRA() {
+		if err := kwokcfg.EnsureDeviceClass(ctx, c.cs); err != nil {
+			return nil, fmt.Errorf("kind cluster %q: %w", c.st.Name, err)
+		}
+	}
 	if err := c.devicePlugin(ctx, timeout); err != nil {
 		return nil, err
 	}
@@ -306,7 +313,9 @@ func (c *creation) createNodes(ctx context.Context, timeout time.Duration) error
 }
 
 // devicePlugin builds the plugin image, loads it into every worker, deploys the DaemonSets (one per
-// inventory, see plan.plugins) and waits until every GPU worker advertises its inventory's GPUs.
+// inventory and GPU API, see plan.plugins) and waits until every GPU worker advertises its
+// inventory's GPUs: as allocatable extended resources through the device plugin, in its
+// ResourceSlice through the DRA plugin, or both.
 func (c *creation) devicePlugin(ctx context.Context, timeout time.Duration) error {
 	o := c.p.opts
 	ref := c.pl.Spec.Images.Plugin
@@ -326,8 +335,15 @@ func (c *creation) devicePlugin(ctx context.Context, timeout time.Duration) erro
 		}
 	}
 	for _, d := range plugins {
-		if err := o.WaitAllocatable(ctx, c.cs, d.Selector(), d.Inventory, timeout); err != nil {
-			return fmt.Errorf("kind workers did not advertise their fake GPUs: %w", err)
+		if d.API.ExtendedResource() {
+			if err := o.WaitAllocatable(ctx, c.cs, d.Selector(), d.Inventory, timeout); err != nil {
+				return fmt.Errorf("kind workers did not advertise their fake GPUs: %w", err)
+			}
+		}
+		if d.API.DRA() {
+			if err := o.WaitPublished(ctx, c.cs, d.Selector(), d.Inventory, timeout); err != nil {
+				return fmt.Errorf("kind workers did not publish their fake GPUs: %w", err)
+			}
 		}
 	}
 	return nil
@@ -445,7 +461,7 @@ func (c *creation) kwokNodes(ctx context.Context, timeout time.Duration) error {
 	// Each group's nodes with its own inventory, labels and taints.
 	for i, names := range c.pl.kwokNodeNames() {
 		g := c.pl.KwokGroups[i]
-		if err := kwokcfg.CreateNodes(ctx, c.cs, names, g.GPU, fakegpu.NodeOptions{Labels: g.Labels, Taints: g.Taints}, 32); err != nil {
+		if err := kwokcfg.CreateNodes(ctx, c.cs, names, g.GPU, c.pl.Spec.SimulatedNodeOptions(g.Spec), 32); err != nil {
 			return fmt.Errorf("create simulated nodes of %s: %w", g.Field, err)
 		}
 	}

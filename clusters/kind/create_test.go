@@ -50,7 +50,9 @@ type harness struct {
 	mu       sync.Mutex
 	deployed []PluginDeployment
 	waited   []string
-	kwok     []kwokLaunch
+	// published are the selectors WaitPublished (DRA workers) was called with.
+	published []string
+	kwok      []kwokLaunch
 }
 
 // testShape is the cluster shape a harness's fake kind creates: the spec's node groups and scheduler
@@ -137,6 +139,12 @@ func newHarness(t *testing.T, o Options, shape testShape) *harness {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.waited = append(h.waited, selector)
+		return nil
+	}
+	o.WaitPublished = func(ctx context.Context, cs kubernetes.Interface, selector string, inv fakegpu.Inventory, timeout time.Duration) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.published = append(h.published, selector)
 		return nil
 	}
 	p, err := New(WithOptions(o))
@@ -530,6 +538,58 @@ func TestCreateTwoGroupsOfEachKind(t *testing.T) {
 	st, err := readState(h.root, testCluster)
 	if err != nil || st.Workers != 4 || st.PlainWorkers != 2 || st.KwokNodes != 5 {
 		t.Errorf("state %+v, %v; want 4 workers, 2 plain, 5 kwok", st, err)
+	}
+}
+
+// TestCreateDRAGroups: workers whose GPUs go through DRA get a DaemonSet of their own (the API is
+// part of what a DaemonSet runs) with the rack key as the clique label, and are waited for in their
+// ResourceSlices, device plugin workers in their allocatable as before; the DeviceClass exists; a
+// simulated DRA group's nodes get their slices, in the clique of their rack label.
+func TestCreateDRAGroups(t *testing.T) {
+	two := fakegpu.Inventory{Count: 2}
+	groups := []clusters.NodeGroup{
+		{Count: 1, GPUs: &clusters.GroupGPUs{Inventory: two, API: clusters.GPUAPIDRA}, Labels: map[string]string{clusters.DefaultRackKey: "r1"}},
+		{Count: 1, GPUs: &clusters.GroupGPUs{Inventory: two}, Labels: map[string]string{clusters.DefaultRackKey: "r2"}},
+		{Count: 2, Kubelet: clusters.SimulatedNodes, GPUs: &clusters.GroupGPUs{Inventory: two, API: clusters.GPUAPIBoth}, Labels: map[string]string{clusters.DefaultRackKey: "r3"}},
+	}
+	h := newHarness(t, Options{}, testShape{Groups: groups})
+	ctx := context.Background()
+	cl, err := h.p.Create(ctx, h.spec(clusters.Spec{Name: testCluster, ReadyTimeout: 10 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close(context.Background()) })
+
+	if len(h.deployed) != 2 {
+		t.Fatalf("deployed %+v, want two DaemonSets (same inventory, two APIs)", h.deployed)
+	}
+	dra, dp := h.deployed[0], h.deployed[1]
+	if dra.API != clusters.GPUAPIDRA || dra.CliqueLabel != clusters.DefaultRackKey || dra.Instance != "0" || dp.API != clusters.GPUAPIDevicePlugin || dp.Instance != "1" {
+		t.Errorf("deployed %+v and %+v, want instance 0 with DRA (clique label %s) and 1 with the device plugin", dra, dp, clusters.DefaultRackKey)
+	}
+	if !slices.Equal(h.published, []string{dra.Selector()}) || !slices.Equal(h.waited, []string{dp.Selector()}) {
+		t.Errorf("waited for slices on %v and allocatable on %v; want %s and %s", h.published, h.waited, dra.Selector(), dp.Selector())
+	}
+	if _, err := h.cs.ResourceV1().DeviceClasses().Get(ctx, fakegpu.DeviceClassName, metav1.GetOptions{}); err != nil {
+		t.Errorf("DeviceClass: %v", err)
+	}
+	list, err := h.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
+	if err != nil || len(list.Items) != 2 {
+		t.Fatalf("kwok nodes %v, %v", list, err)
+	}
+	for _, n := range list.Items {
+		if q := n.Status.Allocatable["nvidia.com/gpu"]; q.Value() != 2 {
+			t.Errorf("%s: %s GPUs allocatable, want 2 (both APIs)", n.Name, q.String())
+		}
+		s, err := h.cs.ResourceV1().ResourceSlices().Get(ctx, fakegpu.SliceName(n.Name), metav1.GetOptions{})
+		if err != nil || len(s.Spec.Devices) != 2 {
+			t.Errorf("%s: slice %v, %v; want 2 devices", n.Name, s, err)
+			continue
+		}
+		devs := s.Spec.Devices
+		if c := devs[0].Attributes[fakegpu.AttrCliqueID].StringValue; c == nil || *c != "r3" {
+			t.Errorf("%s: clique %v, want r3 (the group's rack)", n.Name, c)
+		}
 	}
 }
 

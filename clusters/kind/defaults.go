@@ -36,7 +36,9 @@ func wireDefaults(o *Options) {
 	}
 	if o.DeployDevicePlugin == nil {
 		o.DeployDevicePlugin = func(ctx context.Context, cs kubernetes.Interface, d PluginDeployment) error {
-			return deploy.Apply(ctx, cs, deploy.Options{Image: d.Image, Inventory: d.Inventory, NodeSelector: d.NodeSelector, Instance: d.Instance})
+			return deploy.Apply(ctx, cs, deploy.Options{
+				Image: d.Image, Inventory: d.Inventory, API: d.API, CliqueLabel: d.CliqueLabel, NodeSelector: d.NodeSelector, Instance: d.Instance,
+			})
 		}
 	}
 	if o.EnsureNodeImage == nil {
@@ -62,6 +64,11 @@ func wireDefaults(o *Options) {
 		run := o.Runner
 		o.ProbePrivilege = func(ctx context.Context, engine, image string) ([]string, error) {
 			return ProbePrivilege(ctx, run, engine, image)
+		}
+	}
+	if o.WaitPublished == nil {
+		o.WaitPublished = func(ctx context.Context, cs kubernetes.Interface, selector string, inv fakegpu.Inventory, timeout time.Duration) error {
+			return deploy.WaitPublished(ctx, cs, selector, inv, timeout)
 		}
 	}
 	if o.WaitAllocatable == nil {

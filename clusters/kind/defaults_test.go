@@ -30,7 +30,7 @@ func TestNewWiresDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := p.opts
-	if o.BuildPluginArchive == nil || o.DeployDevicePlugin == nil || o.WaitAllocatable == nil || o.Runner == nil {
+	if o.BuildPluginArchive == nil || o.DeployDevicePlugin == nil || o.WaitAllocatable == nil || o.WaitPublished == nil || o.Runner == nil {
 		t.Errorf("defaults not wired: %+v", o)
 	}
 	if p.Name() != "kind" {

@@ -25,7 +25,10 @@ import (
 // pluginGPUs is clusters.GPUControl for a kind cluster. The worker nodes run real kubelets and the
 // fake GPU device plugin (the fakegpu/deploy DaemonSet): their devices are marked unhealthy through
 // the plugin's HTTP health API, and the kubelet, told by the plugin's ListAndWatch stream, lowers
-// the node's allocatable itself. The API is called with curl from inside the node container, which
+// the node's allocatable itself. Workers whose GPUs go through DRA serve the same API (their
+// DaemonSet runs the DRA plugin, alone or with the device plugin, on one device health): an
+// unhealthy device is withdrawn from the node's ResourceSlice, so the scheduler no longer
+// allocates it. The API is called with curl from inside the node container, which
 // reaches the pod IP the way the kubelet's readiness probe does: no host port is published and no
 // apiserver proxy permission is needed. kwok nodes (--kwok-nodes) have neither kubelet nor plugin
 // and are changed in their node status, as on the local provider.

@@ -52,9 +52,10 @@ const (
 	LabelWorker = "gangbench.dev/kind-worker"
 	// LabelPlainWorker marks the kind workers without GPUs (a node group of real kubelets without GPUs).
 	LabelPlainWorker = "gangbench.dev/kind-plain-worker"
-	// LabelGPUInventory is on every GPU worker: the index of its inventory among the cluster's
-	// distinct GPU worker inventories ("0", "1", …). With more than one, each inventory's device
-	// plugin DaemonSet selects its workers on it (a DaemonSet advertises one inventory).
+	// LabelGPUInventory is on every GPU worker: the index of its inventory and GPU API among the
+	// cluster's distinct GPU worker inventories and APIs ("0", "1", …). With more than one, each
+	// one's device plugin DaemonSet selects its workers on it (a DaemonSet advertises one inventory,
+	// one way).
 	LabelGPUInventory = "gangbench.dev/kind-gpu-inventory"
 	// schedulerMetricsContainerPort is kube-scheduler's secure port inside the control-plane node.
 	schedulerMetricsContainerPort = 10259
@@ -72,6 +73,11 @@ type PluginDeployment struct {
 	Image string
 	// Inventory is the fake GPUs each worker advertises.
 	Inventory fakegpu.Inventory
+	// API is how the workers publish them: the device plugin, the DRA plugin or both.
+	API fakegpu.API
+	// CliqueLabel is the node label the DRA plugin reads its GPUs' NVLink clique from (the
+	// topology's rack key).
+	CliqueLabel string
 	// NodeSelector restricts the DaemonSet to the kind workers of Inventory.
 	NodeSelector map[string]string
 	// Instance tells apart the DaemonSets of a cluster whose GPU workers have several inventories
@@ -123,6 +129,9 @@ type Options struct {
 	// WaitAllocatable waits until every node matching selector advertises inv's GPUs; nil means
 	// fakegpu/deploy.WaitAllocatable.
 	WaitAllocatable func(ctx context.Context, cs kubernetes.Interface, selector string, inv fakegpu.Inventory, timeout time.Duration) error
+	// WaitPublished waits until every node matching selector publishes inv's GPUs in its
+	// ResourceSlice (workers whose GPU API is DRA); nil means fakegpu/deploy.WaitPublished.
+	WaitPublished func(ctx context.Context, cs kubernetes.Interface, selector string, inv fakegpu.Inventory, timeout time.Duration) error
 }
 
 // Option changes Options.
@@ -225,12 +234,18 @@ type plan struct {
 	// GPU is the first GPU group's inventory, the one the handle and the state report
 	// (clusters.Cluster carries one inventory, as on the local provider).
 	GPU fakegpu.Inventory
-	// Inventories are the distinct inventories of the real GPU workers in the order the groups
-	// first use them: each gets its own device plugin DaemonSet (see plugins).
-	Inventories []fakegpu.Inventory
+	// Inventories are the distinct inventories and GPU APIs of the real GPU workers in the order
+	// the groups first use them: each gets its own device plugin DaemonSet (see plugins).
+	Inventories []workerGPUs
 	// GPUGroups, PlainGroups and KwokGroups are the node groups of each kind, in spec order.
 	GPUGroups, PlainGroups, KwokGroups []nodeGroup
 	NodeImage                          string
+}
+
+// workerGPUs is what one device plugin DaemonSet gives its workers.
+type workerGPUs struct {
+	Inventory fakegpu.Inventory
+	API       fakegpu.API
 }
 
 // nodeGroup is one node group as the kind provider creates it.
@@ -240,32 +255,48 @@ type nodeGroup struct {
 	Count int
 	// GPU is each node's inventory with defaults applied; the zero value for plain workers.
 	GPU fakegpu.Inventory
-	// Inventory is the index of GPU in plan.Inventories (real GPU workers only).
+	// API is how the GPUs are published (defaulted to the device plugin's); "" for plain workers.
+	API fakegpu.API
+	// Inventory is the index of GPU and API in plan.Inventories (real GPU workers only).
 	Inventory int
 	Labels    map[string]string
 	Taints    []corev1.Taint
+	// Spec is the group as the spec gives it.
+	Spec clusters.NodeGroup
 }
 
 // Nodes is the number of GPU nodes: kind workers plus kwok nodes.
 func (pl plan) Nodes() int { return pl.Workers + pl.KwokNodes }
 
 // plugins are the device plugin DaemonSets of the cluster, each with the image ref. GPU workers that
-// share one inventory get the one DaemonSet a kind cluster always had (selecting LabelWorker);
-// several inventories get one DaemonSet each, selecting its workers on LabelGPUInventory too,
-// because a DaemonSet's pods all run with the same arguments (the inventory).
+// share one inventory and GPU API get the one DaemonSet a kind cluster always had (selecting
+// LabelWorker); several get one DaemonSet each, selecting its workers on LabelGPUInventory too,
+// because a DaemonSet's pods all run with the same arguments (the inventory, the API).
 func (pl plan) plugins(ref string) []PluginDeployment {
+	clique := pl.cliqueLabel()
 	if len(pl.Inventories) == 1 {
-		return []PluginDeployment{{Image: ref, Inventory: pl.Inventories[0], NodeSelector: map[string]string{LabelWorker: "true"}}}
+		w := pl.Inventories[0]
+		return []PluginDeployment{{Image: ref, Inventory: w.Inventory, API: w.API, CliqueLabel: clique, NodeSelector: map[string]string{LabelWorker: "true"}}}
 	}
 	out := make([]PluginDeployment, 0, len(pl.Inventories))
-	for i, inv := range pl.Inventories {
+	for i, w := range pl.Inventories {
 		idx := strconv.Itoa(i)
 		out = append(out, PluginDeployment{
-			Image: ref, Inventory: inv, Instance: idx,
+			Image: ref, Inventory: w.Inventory, API: w.API, CliqueLabel: clique, Instance: idx,
 			NodeSelector: map[string]string{LabelWorker: "true", LabelGPUInventory: idx},
 		})
 	}
 	return out
+}
+
+// cliqueLabel is the label whose value is a worker's NVLink clique for the DRA plugin: the rack
+// key, which is what clusters.Spec.SimulatedNodeOptions takes the clique of simulated nodes from.
+// A worker without it is its own clique.
+func (pl plan) cliqueLabel() string {
+	if t := pl.Spec.Topology; t != nil && t.RackKey != "" {
+		return t.RackKey
+	}
+	return clusters.DefaultRackKey
 }
 
 // kwokNodeNames are the simulated nodes' names, group by group: one numbering over all kwok groups
@@ -303,7 +334,7 @@ func capabilities() clusters.Capabilities {
 		Provider: ProviderName, Creates: true,
 		ComponentControl: []clusters.Component{clusters.Scheduler, clusters.ControllerManager, clusters.Kubelet},
 		RealKubelets:     true, SimulatedNodes: true, GPUFaults: true,
-		GPUAPIs:       []clusters.GPUAPI{clusters.GPUAPIDevicePlugin},
+		GPUAPIs:       clusters.GPUAPIs(),
 		FeatureGates:  []clusters.Component{clusters.APIServer, clusters.ControllerManager, clusters.Scheduler},
 		RuntimeConfig: true, Images: true, KeepRunning: true, ProcessAccounting: true,
 	}
@@ -331,11 +362,11 @@ func (pl *plan) groups(spec clusters.Spec) []error {
 	var errs []error
 	groups := spec.Groups()
 	if len(groups) == 0 {
-		groups = []clusters.NodeGroup{{Count: defaultWorkers, GPUs: &clusters.GroupGPUs{Inventory: spec.GPU}}}
+		groups = []clusters.NodeGroup{{Count: defaultWorkers, GPUs: &clusters.GroupGPUs{Inventory: spec.GPU, API: spec.GPUAPI}}}
 	}
 	first := true
 	for i, g := range groups {
-		ng := nodeGroup{Field: fmt.Sprintf("nodeGroups[%d]", i), Count: g.Count, Labels: g.Labels, Taints: g.Taints}
+		ng := nodeGroup{Field: fmt.Sprintf("nodeGroups[%d]", i), Count: g.Count, Labels: g.Labels, Taints: g.Taints, Spec: g}
 		invField := ng.Field + ".gpus.inventory"
 		if len(spec.NodeGroups) == 0 {
 			ng.Field, invField = "nodes", "gpu"
@@ -344,6 +375,10 @@ func (pl *plan) groups(spec clusters.Spec) []error {
 		real := g.Kubelet != clusters.SimulatedNodes
 		if g.GPUs != nil {
 			ng.GPU = resolvedInventory(g.GPUs.Inventory)
+			ng.API = g.GPUs.API
+			if ng.API == "" {
+				ng.API = clusters.GPUAPIDevicePlugin
+			}
 			if len(spec.NodeGroups) == 0 {
 				// The shorthand's inventory is spec.GPU, which ValidateShape does not check.
 				if err := ng.GPU.Validate(); err != nil {
@@ -359,10 +394,11 @@ func (pl *plan) groups(spec clusters.Spec) []error {
 			if ng.GPU.Count < 1 {
 				errs = append(errs, fmt.Errorf("%s.count: %d: real GPU workers need at least one GPU (leave gpus out for workers without GPUs)", invField, ng.GPU.Count))
 			}
-			ng.Inventory = slices.Index(pl.Inventories, ng.GPU)
+			w := workerGPUs{Inventory: ng.GPU, API: ng.API}
+			ng.Inventory = slices.Index(pl.Inventories, w)
 			if ng.Inventory < 0 && g.Count > 0 {
 				ng.Inventory = len(pl.Inventories)
-				pl.Inventories = append(pl.Inventories, ng.GPU)
+				pl.Inventories = append(pl.Inventories, w)
 			}
 			pl.GPUGroups = append(pl.GPUGroups, ng)
 			pl.Workers += g.Count

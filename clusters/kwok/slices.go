@@ -7,9 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/gangbench/gangbench/fakegpu"
 )
@@ -26,11 +28,29 @@ const AnnotationSliceGPUs = "gangbench.dev/dra-gpus"
 // AnnotationSliceClique records the node's NVLink clique for the same reason.
 const AnnotationSliceClique = "gangbench.dev/dra-clique"
 
-// EnsureDeviceClass creates the fake GPUs' DeviceClass unless it exists. The class is cluster-wide
-// and carries the managed label, so DeleteManaged-style sweeps find it.
+// EnsureDeviceClass creates the fake GPUs' DeviceClass, or sets the spec of one that exists to
+// gangbench's (an older gangbench may have left a different one). The class is cluster-wide and
+// carries the managed label, so DeleteManaged-style sweeps find it.
 func EnsureDeviceClass(ctx context.Context, cs kubernetes.Interface) error {
-	_, err := cs.ResourceV1().DeviceClasses().Create(ctx, fakegpu.DeviceClass(), metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	want := fakegpu.DeviceClass()
+	classes := cs.ResourceV1().DeviceClasses()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := classes.Get(ctx, want.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = classes.Create(ctx, want, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(resourcev1.Resource("deviceclasses"), want.Name, err)
+			}
+			return err
+		}
+		if err != nil || equality.Semantic.DeepEqual(cur.Spec, want.Spec) {
+			return err
+		}
+		cur.Spec = want.Spec
+		_, err = classes.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("DeviceClass %s: %w", fakegpu.DeviceClassName, err)
 	}
 	return nil
@@ -41,23 +61,27 @@ func publishSlice(ctx context.Context, cs kubernetes.Interface, node *corev1.Nod
 	opts.Owner = fakegpu.NodeOwner(node)
 	want := fakegpu.ResourceSlice(node.Name, inv, opts)
 	slices := cs.ResourceV1().ResourceSlices()
-	cur, err := slices.Get(ctx, want.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		if _, err := slices.Create(ctx, want, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("node %s: create ResourceSlice %s: %w", node.Name, want.Name, err)
+	// Conflicts are retried: two health changes of one node may race.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := slices.Get(ctx, want.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			if _, err := slices.Create(ctx, want, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("node %s: create ResourceSlice %s: %w", node.Name, want.Name, err)
+			}
+			return nil
+		case err != nil:
+			return fmt.Errorf("node %s: ResourceSlice %s: %w", node.Name, want.Name, err)
+		}
+		// A republished pool carries a higher generation, so the scheduler never mixes old and new.
+		next := want.DeepCopy()
+		next.ResourceVersion = cur.ResourceVersion
+		next.Spec.Pool.Generation = cur.Spec.Pool.Generation + 1
+		if _, err := slices.Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("node %s: update ResourceSlice %s: %w", node.Name, want.Name, err)
 		}
 		return nil
-	case err != nil:
-		return fmt.Errorf("node %s: ResourceSlice %s: %w", node.Name, want.Name, err)
-	}
-	// A republished pool carries a higher generation, so the scheduler never mixes old and new.
-	want.ResourceVersion = cur.ResourceVersion
-	want.Spec.Pool.Generation = cur.Spec.Pool.Generation + 1
-	if _, err := slices.Update(ctx, want, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("node %s: update ResourceSlice %s: %w", node.Name, want.Name, err)
-	}
-	return nil
+	})
 }
 
 // sliceAnnotations are what a simulated node records of its slice: the inventory as JSON
@@ -81,16 +105,4 @@ func republishSlice(ctx context.Context, cs kubernetes.Interface, node *corev1.N
 		return fmt.Errorf("node %s: %d unhealthy GPUs, but its slice has %d", node.Name, unhealthy, inv.Count)
 	}
 	return publishSlice(ctx, cs, node, inv, fakegpu.SliceOptions{Clique: node.Annotations[AnnotationSliceClique], Unhealthy: unhealthy})
-}
-
-// SliceDevices returns the devices node's slice publishes now (none when it has no slice).
-func SliceDevices(ctx context.Context, cs kubernetes.Interface, node string) ([]resourcev1.Device, error) {
-	s, err := cs.ResourceV1().ResourceSlices().Get(ctx, fakegpu.SliceName(node), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("node %s: ResourceSlice: %w", node, err)
-	}
-	return s.Spec.Devices, nil
 }

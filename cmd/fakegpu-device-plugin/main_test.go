@@ -3,19 +3,31 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/gangbench/gangbench/fakegpu"
@@ -71,7 +83,8 @@ func TestRunHelp(t *testing.T) {
 	if code := run(context.Background(), []string{"-h"}, io.Discard, &stderr, noEnv); code != exitOK {
 		t.Errorf("-h exit %d", code)
 	}
-	for _, f := range []string{"-count", "-resource-name", "-product", "-memory-mib", "-nvlink-domain-size", "-node-name", "-plugin-dir", "-health-addr", "-health-file", "-log-level"} {
+	for _, f := range []string{"-count", "-resource-name", "-product", "-memory-mib", "-nvlink-domain-size", "-node-name", "-plugin-dir", "-health-addr", "-health-file", "-log-level",
+		"-gpu-api", "-cdi-dir", "-registrar-dir", "-dra-plugin-dir", "-clique-label", "-kubeconfig"} {
 		if !strings.Contains(stderr.String(), f) {
 			t.Errorf("usage lacks %s", f)
 		}
@@ -186,6 +199,201 @@ func waitForFile(t *testing.T, path string) {
 		select {
 		case <-deadline:
 			t.Fatalf("%s did not appear within %s", path, waitTimeout)
+		case <-tick.C:
+		}
+	}
+}
+
+// fakeAPI is a fake apiserver with node n1, which names objects created with generateName as the
+// apiserver does (the DRA helper creates its slices that way).
+func fakeAPI() *fake.Clientset {
+	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "n1-uid", Labels: map[string]string{"rack": "r7"}}})
+	var n atomic.Int64
+	cs.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if m, err := meta.Accessor(a.(k8stesting.CreateAction).GetObject()); err == nil && m.GetName() == "" {
+			m.SetName(fmt.Sprintf("%s%d", m.GetGenerateName(), n.Add(1)))
+		}
+		return false, nil, nil
+	})
+	return cs
+}
+
+// sliceDevices is the device names of the one slice of node n1, nil while there is none, and its
+// devices' clique.
+func sliceDevices(t *testing.T, cs *fake.Clientset) ([]string, string) {
+	t.Helper()
+	list, err := cs.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		return nil, ""
+	}
+	names, clique := []string{}, ""
+	for _, d := range list.Items[0].Spec.Devices {
+		names = append(names, d.Name)
+		if a, ok := d.Attributes[fakegpu.AttrCliqueID]; ok && a.StringValue != nil {
+			clique = *a.StringValue
+		}
+	}
+	return names, clique
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// TestRunBoth runs both plugins in one process: the device plugin's socket and the DRA plugin's
+// registration socket appear, the ResourceSlice is published with the clique read from the node's
+// label, the one health API (not ready: no kubelet answered) names both, and a device it marks
+// unhealthy leaves the slice while the device plugin reports it unhealthy too.
+func TestRunBoth(t *testing.T) {
+	dir := shortTempDir(t)
+	cs := fakeAPI()
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	var stdout, stderr syncBuffer
+	args := []string{"--gpu-api=both", "--count=2", "--plugin-dir=" + filepath.Join(dir, "dp"), "--registrar-dir=" + filepath.Join(dir, "reg"),
+		"--dra-plugin-dir=" + filepath.Join(dir, "dra"), "--cdi-dir=" + filepath.Join(dir, "cdi"), "--clique-label=rack", "--health-addr=" + addr}
+	go func() {
+		done <- runWith(ctx, args, &stdout, &stderr, func(k string) string {
+			if k == "NODE_NAME" {
+				return "n1"
+			}
+			return ""
+		}, func(string) (kubernetes.Interface, error) { return cs, nil })
+	}()
+	waitForFile(t, filepath.Join(dir, "dp", "gangbench-fakegpu.sock"))
+	waitForFile(t, filepath.Join(dir, "reg", fakegpu.DRADriver+"-reg.sock"))
+	waitForFile(t, filepath.Join(dir, "cdi", "gangbench.dev-gpu.json"))
+	waitFor(t, "the slice with 2 devices in clique r7", func() bool {
+		names, clique := sliceDevices(t, cs)
+		return len(names) == 2 && clique == "r7"
+	})
+
+	get := func(path string) (int, string) {
+		t.Helper()
+		var code int
+		var body string
+		waitFor(t, "the health API answers "+path, func() bool {
+			resp, err := http.Get("http://" + addr + path)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			code, body = resp.StatusCode, string(b)
+			return true
+		})
+		return code, body
+	}
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "device plugin") || !strings.Contains(body, "DRA plugin") {
+		t.Errorf("/readyz without a kubelet: %d %q, want 503 naming both plugins", code, body)
+	}
+	var st plugin.Status
+	if code, body := get("/devices"); code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil || st.Driver != fakegpu.DRADriver || st.ResourceName != fakegpu.DefaultResourceName || len(st.Devices) != 2 {
+		t.Errorf("/devices: %d %s", code, body)
+	}
+	resp, err := http.Post("http://"+addr+"/devices/"+st.Devices[1].ID+"/unhealthy", "", nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST unhealthy: %v %v", resp, err)
+	}
+	_ = resp.Body.Close()
+	waitFor(t, "gpu-1 withdrawn from the slice", func() bool {
+		names, _ := sliceDevices(t, cs)
+		return slices.Equal(names, []string{"gpu-0"})
+	})
+
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Errorf("exit %d after cancel; stderr:\n%s", code, stderr.String())
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("run did not return after cancel")
+	}
+	if stdout.String() != "" {
+		t.Errorf("stdout %q, want only allocation records (there were none)", stdout.String())
+	}
+}
+
+// TestRunDRA runs the DRA plugin alone with a health file: a device the file lists leaves the
+// slice. A bad --gpu-api is a usage error naming the accepted APIs; a client that cannot be made
+// is a serving error.
+func TestRunDRA(t *testing.T) {
+	dir := shortTempDir(t)
+	cs := fakeAPI()
+	file := filepath.Join(dir, "unhealthy")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	var stderr syncBuffer
+	args := []string{"--gpu-api=dra", "--count=3", "--registrar-dir=" + filepath.Join(dir, "reg"), "--poll-interval=50ms",
+		"--dra-plugin-dir=" + filepath.Join(dir, "dra"), "--cdi-dir=" + filepath.Join(dir, "cdi"), "--health-file=" + file}
+	env := func(k string) string {
+		if k == "NODE_NAME" {
+			return "n1"
+		}
+		return ""
+	}
+	go func() {
+		done <- runWith(ctx, args, io.Discard, &stderr, env, func(string) (kubernetes.Interface, error) { return cs, nil })
+	}()
+	waitFor(t, "the slice with 3 devices", func() bool { names, _ := sliceDevices(t, cs); return len(names) == 3 })
+	if _, err := os.Lstat(filepath.Join(dir, "gangbench-fakegpu.sock")); err == nil {
+		t.Error("the device plugin runs with --gpu-api=dra")
+	}
+	ids := fakegpu.Inventory{Count: 3}.DeviceIDs("n1")
+	if err := os.WriteFile(file, []byte(ids[0]+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "gpu-0 withdrawn", func() bool {
+		names, clique := sliceDevices(t, cs)
+		return slices.Equal(names, []string{"gpu-1", "gpu-2"}) && clique == "n1"
+	})
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Errorf("exit %d after cancel; stderr:\n%s", code, stderr.String())
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("run did not return after cancel")
+	}
+
+	var out bytes.Buffer
+	if code := runWith(context.Background(), []string{"--node-name=n", "--gpu-api=cdi"}, io.Discard, &out, noEnv, nil); code != exitUsage ||
+		!strings.Contains(out.String(), `--gpu-api="cdi"`) || !strings.Contains(out.String(), "device-plugin, dra, both") {
+		t.Errorf("bad --gpu-api: exit %d, stderr %q", code, out.String())
+	}
+	out.Reset()
+	noClient := func(string) (kubernetes.Interface, error) { return nil, errors.New("not in a cluster") }
+	if code := runWith(context.Background(), []string{"--node-name=n", "--gpu-api=dra"}, io.Discard, &out, noEnv, noClient); code != exitError ||
+		!strings.Contains(out.String(), "not in a cluster") {
+		t.Errorf("no client: exit %d, stderr %q", code, out.String())
+	}
+}
+
+// waitFor polls (bounded) until cond holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(waitTimeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("timed out after %s waiting for %s", waitTimeout, what)
 		case <-tick.C:
 		}
 	}

@@ -413,7 +413,10 @@ func TestLabFlagsReachTheRun(t *testing.T) {
 		{flag: "cache-dir", args: []string{"--cache-dir", "/c"}, what: id},
 		{flag: "keep", args: []string{"--provider", "kind", "--keep"}, provider: "kind", what: id},
 		{flag: "timeout", args: []string{"--timeout", "5m"}, what: id},
+		{flag: "gpu-api", args: []string{"--gpu-api", "dra"}, what: id},
+		{flag: "gpu-api", args: []string{"--provider", "kind", "--gpu-api", "dra"}, provider: "kind", what: id},
 
+		{flag: "gpu-api", args: []string{"--gpu-api", "cuda"}, refused: "--gpu-api"},
 		{flag: "engine", args: []string{"--engine", "docker"}, refused: "--engine"},
 		{flag: "keep", args: []string{"--keep"}, refused: "--keep"},
 	})

@@ -1,6 +1,8 @@
 // Package deploy renders and applies the DaemonSet that runs the fake GPU device plugin
 // (fakegpu/plugin, image from fakegpu/image) on the nodes of a cluster with real kubelets, and waits
-// for the nodes to advertise the GPUs.
+// for the nodes to advertise the GPUs. With a GPU API that includes DRA the same DaemonSet runs the
+// DRA plugin (fakegpu/draplugin) too or instead, with its service account, RBAC and the fake GPUs'
+// DeviceClass.
 package deploy
 
 import (
@@ -18,11 +20,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
@@ -54,10 +59,30 @@ const (
 //go:embed daemonset.yaml.tmpl
 var daemonSetTemplate string
 
-// tmpl is parsed once; it is read-only afterwards.
-var tmpl = template.Must(template.New("daemonset").Option("missingkey=error").Funcs(template.FuncMap{
-	"q": quote,
-}).Parse(daemonSetTemplate))
+//go:embed rbac.yaml.tmpl
+var rbacTemplate string
+
+// The templates are parsed once; they are read-only afterwards.
+var (
+	tmpl     = template.Must(template.New("daemonset").Option("missingkey=error").Funcs(template.FuncMap{"q": quote}).Parse(daemonSetTemplate))
+	rbacTmpl = template.Must(template.New("rbac").Option("missingkey=error").Funcs(template.FuncMap{"q": quote}).Parse(rbacTemplate))
+)
+
+const (
+	// ServiceAccount is the DRA plugin's service account in Namespace, shared by every DaemonSet
+	// instance.
+	ServiceAccount = Name
+	// ClusterRole names the DRA plugin's ClusterRole and its binding.
+	ClusterRole = "gangbench-fakegpu-dra-plugin"
+	// RegistryDir is the kubelet's plugin registration directory (kubeletplugin.KubeletRegistryDir).
+	RegistryDir = "/var/lib/kubelet/plugins_registry"
+	// DRAPluginDir is the DRA plugin's socket directory on the node (the binary's default).
+	DRAPluginDir = "/var/lib/kubelet/plugins/" + fakegpu.DRADriver
+	// CDIDir is where the DRA plugin writes its CDI specs: draplugin.DefaultCDIDir (not imported, to
+	// keep the kubelet plugin helper out of the packages that only deploy; a test keeps the two
+	// equal), which containerd reads.
+	CDIDir = "/var/run/cdi"
+)
 
 // quote renders s as a JSON string, which YAML reads as a double-quoted scalar: no value can break
 // the document's structure.
@@ -77,6 +102,13 @@ type Options struct {
 	TolerateControlPlane bool
 	// NodeSelector further restricts the nodes, e.g. to a labelled GPU pool.
 	NodeSelector map[string]string
+	// API is how the GPUs are published (fakegpu.API); "" is the device plugin's. With DRA the pods
+	// run the DRA plugin and get its mounts, service account and RBAC, and Objects include the
+	// DeviceClass.
+	API fakegpu.API
+	// CliqueLabel is the node label whose value is the GPUs' NVLink clique in the ResourceSlice (the
+	// rack label of a cluster with a topology); "" makes each node its own clique. DRA only.
+	CliqueLabel string
 	// Instance, when set, makes this one of several DaemonSets of the plugin in a cluster, one per
 	// inventory: it is named Name-Instance and its pods carry app.kubernetes.io/instance
 	// Name-Instance, which its selector requires, so the DaemonSets never claim each other's pods.
@@ -92,6 +124,10 @@ type templateData struct {
 	Args                                                                          []string
 	TolerateControlPlane                                                          bool
 	NodeSelector                                                                  map[string]string
+	// DevicePlugin and DRA say which plugins the pods run (at least one).
+	DevicePlugin, DRA                                 bool
+	ManagedLabel, Driver, ServiceAccount, ClusterRole string
+	RegistryDir, DRAPluginDir, CDIDir                 string
 }
 
 // DaemonSetName is the name of the DaemonSet o renders: Name, or Name-Instance.
@@ -125,6 +161,18 @@ func (o Options) data() (templateData, error) {
 			errs = append(errs, fmt.Errorf("deploy: node selector value %q of %s: %s", o.NodeSelector[k], k, strings.Join(msgs, "; ")))
 		}
 	}
+	api := o.API
+	if api == "" {
+		api = fakegpu.APIDevicePlugin
+	}
+	if _, err := fakegpu.ParseAPI(string(api)); err != nil {
+		errs = append(errs, fmt.Errorf("deploy: %w", err))
+	}
+	if o.CliqueLabel != "" {
+		if msgs := content.IsLabelKey(o.CliqueLabel); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("deploy: clique label %q: %s", o.CliqueLabel, strings.Join(msgs, "; ")))
+		}
+	}
 	if o.Instance != "" {
 		// The name is also a label value (the instance label), so it must be a DNS label.
 		if msgs := content.IsDNS1123Label(o.DaemonSetName()); len(msgs) > 0 {
@@ -148,13 +196,24 @@ func (o Options) data() (templateData, error) {
 		PluginDir:            strings.TrimSuffix(pluginapi.DevicePluginPath, "/"),
 		Count:                inv.Count,
 		HealthPort:           HealthPort,
-		Args:                 plugin.Args(inv, fmt.Sprintf("0.0.0.0:%d", HealthPort)),
+		Args:                 append(plugin.Args(inv, fmt.Sprintf("0.0.0.0:%d", HealthPort)), plugin.DRAArgs(api, o.CliqueLabel)...),
 		TolerateControlPlane: o.TolerateControlPlane,
 		NodeSelector:         o.NodeSelector,
+		DevicePlugin:         api.ExtendedResource(),
+		DRA:                  api.DRA(),
+		ManagedLabel:         fakegpu.LabelManaged,
+		Driver:               fakegpu.DRADriver,
+		ServiceAccount:       ServiceAccount,
+		ClusterRole:          ClusterRole,
+		RegistryDir:          RegistryDir,
+		DRAPluginDir:         DRAPluginDir,
+		CDIDir:               CDIDir,
 	}, nil
 }
 
-// Manifests renders the DaemonSet as YAML (with comments saying why each setting is there).
+// Manifests renders every object Apply creates as YAML, in order (with comments saying why each
+// setting is there): the DaemonSet and, with DRA, the service account, its ClusterRole and binding,
+// and the DeviceClass.
 func Manifests(o Options) ([]byte, error) {
 	d, err := o.data()
 	if err != nil {
@@ -164,64 +223,159 @@ func Manifests(o Options) ([]byte, error) {
 	if err := tmpl.Execute(&buf, d); err != nil {
 		return nil, fmt.Errorf("deploy: rendering the DaemonSet: %w", err)
 	}
+	if !d.DRA {
+		return buf.Bytes(), nil
+	}
+	buf.WriteString("---\n")
+	if err := rbacTmpl.Execute(&buf, d); err != nil {
+		return nil, fmt.Errorf("deploy: rendering the DRA plugin's RBAC: %w", err)
+	}
+	class, err := yaml.Marshal(fakegpu.DeviceClass())
+	if err != nil {
+		return nil, fmt.Errorf("deploy: rendering the DeviceClass: %w", err)
+	}
+	buf.WriteString("---\n# The class a ResourceClaim names to get fake GPUs: every device of driver " + fakegpu.DRADriver + ".\n")
+	buf.Write(class)
 	return buf.Bytes(), nil
 }
 
-// DaemonSet is Manifests decoded, strictly: a field the template misspelt is an error, not a
-// silently dropped setting.
+// DaemonSet is the rendered DaemonSet decoded, strictly: a field the template misspelt is an error,
+// not a silently dropped setting.
 func DaemonSet(o Options) (*appsv1.DaemonSet, error) {
-	y, err := Manifests(o)
+	d, err := o.data()
 	if err != nil {
 		return nil, err
 	}
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, d); err != nil {
+		return nil, fmt.Errorf("deploy: rendering the DaemonSet: %w", err)
+	}
 	var ds appsv1.DaemonSet
-	if err := yaml.UnmarshalStrict(y, &ds); err != nil {
+	if err := yaml.UnmarshalStrict(buf.Bytes(), &ds); err != nil {
 		return nil, fmt.Errorf("deploy: decoding the rendered DaemonSet: %w", err)
 	}
 	return &ds, nil
 }
 
-// Objects is every object Apply creates, in order. Only the DaemonSet: the plugin needs no RBAC.
+// Objects is every object Apply creates, in order: with DRA the service account, ClusterRole,
+// ClusterRoleBinding and DeviceClass (each decoded strictly), then the DaemonSet. The device plugin
+// alone needs no RBAC: it talks to the kubelet only.
 func Objects(o Options) ([]runtime.Object, error) {
 	ds, err := DaemonSet(o)
 	if err != nil {
 		return nil, err
 	}
-	return []runtime.Object{ds}, nil
+	d, err := o.data()
+	if err != nil {
+		return nil, err
+	}
+	if !d.DRA {
+		return []runtime.Object{ds}, nil
+	}
+	var buf bytes.Buffer
+	if err := rbacTmpl.Execute(&buf, d); err != nil {
+		return nil, fmt.Errorf("deploy: rendering the DRA plugin's RBAC: %w", err)
+	}
+	docs := strings.Split(buf.String(), "\n---\n")
+	targets := []runtime.Object{&corev1.ServiceAccount{}, &rbacv1.ClusterRole{}, &rbacv1.ClusterRoleBinding{}}
+	if len(docs) != len(targets) {
+		return nil, fmt.Errorf("deploy: the RBAC template has %d documents, want %d", len(docs), len(targets))
+	}
+	out := make([]runtime.Object, 0, len(targets)+2)
+	for i, doc := range docs {
+		if err := yaml.UnmarshalStrict([]byte(doc), targets[i]); err != nil {
+			return nil, fmt.Errorf("deploy: decoding the rendered RBAC document %d: %w", i, err)
+		}
+		out = append(out, targets[i])
+	}
+	return append(out, fakegpu.DeviceClass(), ds), nil
 }
 
-// Apply creates the DaemonSet or, if it exists, updates its labels and spec (which rolls the pods
-// when the image or the inventory changed). Conflicting concurrent writes are retried.
+// Apply creates every object of Objects or, if it exists, updates its labels and spec (which rolls
+// the DaemonSet's pods when the image, the inventory or the API changed). Conflicting concurrent
+// writes are retried.
 func Apply(ctx context.Context, cs kubernetes.Interface, o Options) error {
-	want, err := DaemonSet(o)
+	objs, err := Objects(o)
 	if err != nil {
 		return err
 	}
-	client := cs.AppsV1().DaemonSets(want.Namespace)
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := client.Get(ctx, want.Name, metav1.GetOptions{})
+	for _, obj := range objs {
+		if err := applyObject(ctx, cs, obj); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyObject creates obj or updates the existing one's labels (keeping labels others added) and
+// content.
+func applyObject(ctx context.Context, cs kubernetes.Interface, obj runtime.Object) error {
+	switch want := obj.(type) {
+	case *appsv1.DaemonSet:
+		return apply(ctx, "DaemonSet", want, cs.AppsV1().DaemonSets(want.Namespace), func(cur, want *appsv1.DaemonSet) { cur.Spec = want.Spec })
+	case *corev1.ServiceAccount:
+		return apply(ctx, "ServiceAccount", want, cs.CoreV1().ServiceAccounts(want.Namespace), func(*corev1.ServiceAccount, *corev1.ServiceAccount) {})
+	case *rbacv1.ClusterRole:
+		return apply(ctx, "ClusterRole", want, cs.RbacV1().ClusterRoles(), func(cur, want *rbacv1.ClusterRole) { cur.Rules = want.Rules })
+	case *rbacv1.ClusterRoleBinding:
+		return apply(ctx, "ClusterRoleBinding", want, cs.RbacV1().ClusterRoleBindings(), func(cur, want *rbacv1.ClusterRoleBinding) {
+			// roleRef is immutable; ours never changes.
+			cur.Subjects = want.Subjects
+		})
+	case *resourcev1.DeviceClass:
+		return apply(ctx, "DeviceClass", want, cs.ResourceV1().DeviceClasses(), func(cur, want *resourcev1.DeviceClass) { cur.Spec = want.Spec })
+	default:
+		return fmt.Errorf("deploy: cannot apply %T", obj)
+	}
+}
+
+// object is what apply needs of a typed object.
+type object[T any] interface {
+	*T
+	metav1.Object
+	DeepCopy() *T
+}
+
+// client is the part of a typed client apply uses.
+type client[P any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (P, error)
+	Create(ctx context.Context, obj P, opts metav1.CreateOptions) (P, error)
+	Update(ctx context.Context, obj P, opts metav1.UpdateOptions) (P, error)
+}
+
+// apply creates want through c or, if it exists, copies want's labels onto it (keeping labels
+// others added) and its content with setContent, and updates it; conflicts are retried.
+func apply[T any, P object[T]](ctx context.Context, kind string, want P, c client[P], setContent func(cur, want P)) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.Get(ctx, want.GetName(), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			_, err = client.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+			_, err = c.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
 			if apierrors.IsAlreadyExists(err) {
 				// Created concurrently: make it a conflict so the loop updates it instead.
-				return apierrors.NewConflict(appsv1.Resource("daemonsets"), want.Name, err)
+				return apierrors.NewConflict(schema.GroupResource{Resource: kind}, want.GetName(), err)
 			}
 			return err
 		}
 		if err != nil {
 			return err
 		}
-		next := cur.DeepCopy()
-		if next.Labels == nil {
-			next.Labels = map[string]string{}
+		next := P(cur.DeepCopy())
+		labels := next.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
 		}
-		maps.Copy(next.Labels, want.Labels) // keep labels others added
-		next.Spec = want.Spec
-		_, err = client.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
+		maps.Copy(labels, want.GetLabels()) // keep labels others added
+		next.SetLabels(labels)
+		setContent(next, want)
+		_, err = c.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("deploy: applying DaemonSet %s/%s: %w", want.Namespace, want.Name, err)
+		where := want.GetName()
+		if ns := want.GetNamespace(); ns != "" {
+			where = ns + "/" + where
+		}
+		return fmt.Errorf("deploy: applying %s %s: %w", kind, where, err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,8 +26,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/fakegpu/draplugin"
 	"github.com/gangbench/gangbench/fakegpu/image"
 	"github.com/gangbench/gangbench/fakegpu/plugin"
 )
@@ -47,6 +53,17 @@ func TestManifestsGolden(t *testing.T) {
 			Inventory:    fakegpu.Inventory{Count: 4},
 			Instance:     "1",
 			NodeSelector: map[string]string{"gangbench.dev/kind-worker": "true", "gangbench.dev/kind-gpu-inventory": "1"},
+		}},
+		{golden: "daemonset-dra.golden.yaml", opts: Options{
+			Inventory:    fakegpu.Inventory{Count: 2},
+			API:          fakegpu.APIDRA,
+			CliqueLabel:  "topology.gangbench.dev/rack",
+			NodeSelector: map[string]string{"gangbench.dev/kind-worker": "true"},
+		}},
+		{golden: "daemonset-both.golden.yaml", opts: Options{
+			Inventory: fakegpu.Inventory{Count: 4},
+			API:       fakegpu.APIBoth,
+			Instance:  "0",
 		}},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
@@ -228,6 +245,8 @@ func TestOptionsErrors(t *testing.T) {
 		{name: "bad selector key", opts: Options{Inventory: fakegpu.Default(), NodeSelector: map[string]string{"a b": "x"}}, want: []string{`"a b"`}},
 		{name: "bad selector value", opts: Options{Inventory: fakegpu.Default(), NodeSelector: map[string]string{"a": "x y"}}, want: []string{`"x y"`}},
 		{name: "image with space", opts: Options{Inventory: fakegpu.Default(), Image: "a b"}, want: []string{`"a b"`}},
+		{name: "unknown API", opts: Options{Inventory: fakegpu.Default(), API: "cdi"}, want: []string{`"cdi"`, "device-plugin, dra, both"}},
+		{name: "bad clique label", opts: Options{Inventory: fakegpu.Default(), API: fakegpu.APIDRA, CliqueLabel: "a b"}, want: []string{`"a b"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Manifests(tc.opts)
@@ -382,5 +401,186 @@ func TestWaitAllocatable(t *testing.T) {
 func TestDefaultImageIsImageDefaultRef(t *testing.T) {
 	if DefaultImage != image.DefaultRef {
 		t.Errorf("deploy.DefaultImage %q != image.DefaultRef %q", DefaultImage, image.DefaultRef)
+	}
+}
+
+// TestDaemonSetDRA: with DRA the pods run the DRA plugin (the --gpu-api and --clique-label args,
+// which the binary's own flags parse back), with the kubelet's registry, the driver's plugin
+// directory and the CDI directory mounted at their node paths, and the service account's token;
+// the device plugin's directory only when the device plugin runs too.
+func TestDaemonSetDRA(t *testing.T) {
+	inv := fakegpu.Inventory{Count: 2}
+	for _, api := range []fakegpu.API{fakegpu.APIDRA, fakegpu.APIBoth} {
+		t.Run(string(api), func(t *testing.T) {
+			ds, err := DaemonSet(Options{Inventory: inv, API: api, CliqueLabel: "rack"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := ds.Spec.Template.Spec
+			if spec.ServiceAccountName != ServiceAccount || spec.AutomountServiceAccountToken == nil || !*spec.AutomountServiceAccountToken {
+				t.Errorf("service account %q, automount %v", spec.ServiceAccountName, spec.AutomountServiceAccountToken)
+			}
+			if ds.Labels[fakegpu.LabelManaged] != "true" {
+				t.Errorf("DaemonSet labels %v lack %s", ds.Labels, fakegpu.LabelManaged)
+			}
+			c := spec.Containers[0]
+			fs := flag.NewFlagSet("plugin", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			finish := plugin.BindFlags(fs, func(string) string { return "node-1" })
+			finishDRA := draplugin.BindFlags(fs)
+			if err := fs.Parse(c.Args); err != nil {
+				t.Fatalf("args %q do not parse: %v", c.Args, err)
+			}
+			if _, err := finish(); err != nil {
+				t.Fatalf("args %q: %v", c.Args, err)
+			}
+			f, err := finishDRA()
+			if err != nil || f.API != api || f.CliqueLabel != "rack" || f.CDIDir != CDIDir || f.RegistrarDir != RegistryDir || f.PluginDataDir != DRAPluginDir {
+				t.Errorf("args %q parse to %+v, %v", c.Args, f, err)
+			}
+			mounts := map[string]string{}
+			for _, m := range c.VolumeMounts {
+				mounts[m.Name] = m.MountPath
+			}
+			hostPaths := map[string]string{}
+			for _, v := range spec.Volumes {
+				if v.HostPath == nil {
+					t.Errorf("volume %s is not a hostPath", v.Name)
+					continue
+				}
+				hostPaths[v.Name] = v.HostPath.Path
+			}
+			want := map[string]string{"plugins-registry": RegistryDir, "dra-plugin": DRAPluginDir, "cdi": CDIDir}
+			if api == fakegpu.APIBoth {
+				want["device-plugins"] = "/var/lib/kubelet/device-plugins"
+			}
+			if !maps.Equal(mounts, want) || !maps.Equal(hostPaths, want) {
+				t.Errorf("mounts %v, host paths %v, want both %v (same path inside and out)", mounts, hostPaths, want)
+			}
+		})
+	}
+	// The device plugin alone is as it was: no token, no DRA mounts.
+	ds, err := DaemonSet(Options{Inventory: inv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := ds.Spec.Template.Spec; s.ServiceAccountName != "" || *s.AutomountServiceAccountToken || len(s.Volumes) != 1 ||
+		slices.ContainsFunc(s.Containers[0].Args, func(a string) bool { return strings.HasPrefix(a, "--gpu-api") }) {
+		t.Errorf("device plugin DaemonSet: service account %q, automount %v, volumes %v, args %q", s.ServiceAccountName, *s.AutomountServiceAccountToken, s.Volumes, s.Containers[0].Args)
+	}
+}
+
+// TestObjectsDRA: with DRA, Apply's objects are the service account, a ClusterRole granting what
+// the kubeletplugin helper needs (and no more), its binding to the account, the DeviceClass and
+// the DaemonSet, every one labelled managed so cleanup finds it.
+func TestObjectsDRA(t *testing.T) {
+	objs, err := Objects(Options{Inventory: fakegpu.Inventory{Count: 2}, API: fakegpu.APIDRA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 5 {
+		t.Fatalf("objects %d, want 5", len(objs))
+	}
+	sa, ok1 := objs[0].(*corev1.ServiceAccount)
+	role, ok2 := objs[1].(*rbacv1.ClusterRole)
+	binding, ok3 := objs[2].(*rbacv1.ClusterRoleBinding)
+	class, ok4 := objs[3].(*resourcev1.DeviceClass)
+	_, ok5 := objs[4].(*appsv1.DaemonSet)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
+		t.Fatalf("objects %T %T %T %T %T", objs[0], objs[1], objs[2], objs[3], objs[4])
+	}
+	for _, o := range []metav1.Object{sa, role, binding, class} {
+		if o.GetLabels()[fakegpu.LabelManaged] != "true" {
+			t.Errorf("%s labels %v lack %s", o.GetName(), o.GetLabels(), fakegpu.LabelManaged)
+		}
+	}
+	if sa.Name != ServiceAccount || sa.Namespace != Namespace {
+		t.Errorf("service account %s/%s", sa.Namespace, sa.Name)
+	}
+	if binding.RoleRef.Name != role.Name || binding.RoleRef.Kind != "ClusterRole" || len(binding.Subjects) != 1 ||
+		binding.Subjects[0].Kind != "ServiceAccount" || binding.Subjects[0].Name != sa.Name || binding.Subjects[0].Namespace != sa.Namespace {
+		t.Errorf("binding %+v does not bind %s to %s", binding, role.Name, sa.Name)
+	}
+	granted := map[string][]string{}
+	for _, r := range role.Rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				granted[g+"/"+res] = append(granted[g+"/"+res], r.Verbs...)
+			}
+		}
+	}
+	want := map[string][]string{
+		"resource.k8s.io/resourceslices": {"get", "list", "watch", "create", "update", "patch", "delete"},
+		"resource.k8s.io/resourceclaims": {"get"},
+		"/nodes":                         {"get"},
+	}
+	if !maps.EqualFunc(granted, want, slices.Equal) {
+		t.Errorf("ClusterRole grants %v, want %v", granted, want)
+	}
+	if class.Name != fakegpu.DeviceClassName || !apiequality.Semantic.DeepEqual(class.Spec, fakegpu.DeviceClass().Spec) {
+		t.Errorf("DeviceClass %+v", class)
+	}
+}
+
+// TestApplyDRA creates every object, and a second Apply (another DaemonSet instance of the same
+// cluster) updates the shared ones without losing a label someone added.
+func TestApplyDRA(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	o := Options{Inventory: fakegpu.Inventory{Count: 2}, API: fakegpu.APIDRA, Instance: "0"}
+	if err := Apply(ctx, cs, o); err != nil {
+		t.Fatal(err)
+	}
+	role, err := cs.RbacV1().ClusterRoles().Get(ctx, ClusterRole, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	role.Labels["team"] = "infra"
+	role.Rules = nil
+	if _, err := cs.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	o.Instance = "1"
+	if err := Apply(ctx, cs, o); err != nil {
+		t.Fatal(err)
+	}
+	role, err = cs.RbacV1().ClusterRoles().Get(ctx, ClusterRole, metav1.GetOptions{})
+	if err != nil || role.Labels["team"] != "infra" || len(role.Rules) != 3 {
+		t.Errorf("ClusterRole after re-apply: %+v, %v", role, err)
+	}
+	for _, get := range []func() error{
+		func() error {
+			_, err := cs.CoreV1().ServiceAccounts(Namespace).Get(ctx, ServiceAccount, metav1.GetOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, ClusterRole, metav1.GetOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.ResourceV1().DeviceClasses().Get(ctx, fakegpu.DeviceClassName, metav1.GetOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.AppsV1().DaemonSets(Namespace).Get(ctx, Name+"-0", metav1.GetOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.AppsV1().DaemonSets(Namespace).Get(ctx, Name+"-1", metav1.GetOptions{})
+			return err
+		},
+	} {
+		if err := get(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestDRAConstants keeps deploy's copies of the DRA plugin's paths equal to the plugin's own.
+func TestDRAConstants(t *testing.T) {
+	if CDIDir != draplugin.DefaultCDIDir || RegistryDir != kubeletplugin.KubeletRegistryDir ||
+		DRAPluginDir != filepath.Join(kubeletplugin.KubeletPluginsDir, fakegpu.DRADriver) {
+		t.Errorf("CDIDir %s, RegistryDir %s, DRAPluginDir %s; the plugin's: %s, %s, %s/%s", CDIDir, RegistryDir, DRAPluginDir,
+			draplugin.DefaultCDIDir, kubeletplugin.KubeletRegistryDir, kubeletplugin.KubeletPluginsDir, fakegpu.DRADriver)
 	}
 }

@@ -30,6 +30,18 @@ const (
 	EnvNodeName = "NODE_NAME"
 )
 
+// Flag names of the binary's DRA side (fakegpu/draplugin binds them). They are here, with the
+// device plugin's, so that the DaemonSet renders them without importing the DRA plugin and its
+// kubelet helper.
+const (
+	FlagGPUAPI        = "gpu-api"
+	FlagCDIDir        = "cdi-dir"
+	FlagRegistrarDir  = "registrar-dir"
+	FlagPluginDataDir = "dra-plugin-dir"
+	FlagCliqueLabel   = "clique-label"
+	FlagKubeconfig    = "kubeconfig"
+)
+
 // BindFlags defines the plugin's flags on fs (getenv supplies $NODE_NAME) and returns a function
 // to call after fs.Parse that turns them into Options. Its errors name the flag and the value, all
 // of them at once. Logger is left for the caller.
@@ -124,6 +136,19 @@ func Args(inv fakegpu.Inventory, healthAddr string) []string {
 	}
 	if healthAddr != "" {
 		args = append(args, fmt.Sprintf("--%s=%s", FlagHealthAddr, healthAddr))
+	}
+	return args
+}
+
+// DRAArgs renders the DRA flags the DaemonSet passes, in a fixed order: none for the device plugin
+// API alone (the binary's default), so that DaemonSet stays as it was.
+func DRAArgs(api fakegpu.API, cliqueLabel string) []string {
+	if !api.DRA() {
+		return nil
+	}
+	args := []string{fmt.Sprintf("--%s=%s", FlagGPUAPI, api)}
+	if cliqueLabel != "" {
+		args = append(args, fmt.Sprintf("--%s=%s", FlagCliqueLabel, cliqueLabel))
 	}
 	return args
 }

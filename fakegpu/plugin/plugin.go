@@ -100,7 +100,7 @@ type Plugin struct {
 	socketPath string
 	log        *slog.Logger
 
-	health healthState
+	health *Health
 	// noWatch makes the plugin rely on polling alone, as it does when fsnotify is unavailable; tests
 	// set it to cover that path.
 	noWatch bool
@@ -195,14 +195,19 @@ func New(opts Options) (*Plugin, error) {
 	for i, id := range ids {
 		index[id] = i
 	}
+	log := opts.Logger.With("resource", opts.Inventory.ResourceName, "node", opts.NodeName)
+	health, err := NewHealth(opts.NodeName, opts.Inventory, opts.HealthFile, log)
+	if err != nil {
+		return nil, err
+	}
 	return &Plugin{
 		opts:       opts,
 		inv:        opts.Inventory,
 		ids:        ids,
 		index:      index,
 		socketPath: socketPath,
-		log:        opts.Logger.With("resource", opts.Inventory.ResourceName, "node", opts.NodeName),
-		health:     newHealthState(),
+		log:        log,
+		health:     health,
 		now:        time.Now,
 		ready:      make(chan struct{}),
 		done:       make(chan struct{}),
@@ -283,7 +288,7 @@ func (p *Plugin) Run(ctx context.Context) error {
 		}
 	}
 	if p.opts.HealthFile != "" {
-		p.reloadHealthFile()
+		p.health.ReloadFile()
 	}
 
 	kick := make(chan struct{}, 1)
@@ -386,7 +391,7 @@ func (p *Plugin) loop(ctx context.Context, watcher *fsnotify.Watcher, srv *serve
 					return srv, err
 				}
 			case p.opts.HealthFile:
-				p.reloadHealthFile()
+				p.health.ReloadFile()
 			}
 		case <-ticker.C:
 			if err := ensureServing(); err != nil {
@@ -394,7 +399,7 @@ func (p *Plugin) loop(ctx context.Context, watcher *fsnotify.Watcher, srv *serve
 			}
 			checkKubelet()
 			if p.opts.HealthFile != "" {
-				p.reloadHealthFile()
+				p.health.ReloadFile()
 			}
 		}
 	}

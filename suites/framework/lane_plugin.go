@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gangbench/gangbench/clusters/kwok"
+	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/scenarios"
 )
 
@@ -25,12 +26,28 @@ import (
 // cluster's own DaemonSets tolerate every taint, so it would not keep them off). Features with such
 // lanes are Serial, so no two lanes compete for the workers.
 
-// pluginNodes are the cluster's nodes with a real kubelet and the fake GPU device plugin.
+// pluginNodes are the cluster's nodes with a real kubelet and the fake GPU device plugin. Workers
+// whose GPUs go through DRA alone (--gpu-api dra, label fakegpu.LabelGPUAPI) are left out: the
+// features that borrow plugin nodes ask for nvidia.com/gpu, which such a worker does not have.
 func (e *Env) pluginNodes(ctx context.Context) ([]string, error) {
 	if e.Cluster == nil || e.Cluster.GPUs == nil {
 		return nil, nil
 	}
-	return e.Cluster.GPUs.PluginNodes(ctx)
+	all, err := e.Cluster.GPUs.PluginNodes(ctx)
+	if err != nil || len(all) == 0 {
+		return all, err
+	}
+	var out []string
+	for _, name := range all {
+		node, err := e.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if fakegpu.API(node.Labels[fakegpu.LabelGPUAPI]).ExtendedResource() {
+			out = append(out, name)
+		}
+	}
+	return out, nil
 }
 
 // noKubelets says why a feature that restarts kubelets cannot run on this cluster, or "".

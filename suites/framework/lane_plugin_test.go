@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gangbench/gangbench/clusters"
+	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/scenarios"
 )
 
@@ -56,12 +57,16 @@ func TestBorrowPluginNodes(t *testing.T) {
 		kindNode("c-worker2", 8, map[string]string{LaneLabel: "other"}),
 		// Its kubelet was just restarted: no GPUs until its plugin registers again.
 		kindNode("c-worker3", 0, nil),
+		// Its GPUs go through DRA alone: never a device plugin node.
+		kindNode("c-worker4", 0, map[string]string{fakegpu.LabelGPUAPI: "dra"}),
 	)
 	// The plugin of c-worker3 registers while the lane waits.
 	gets := 0
 	cs.PrependReactor("get", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.(k8stesting.GetAction).GetName() == "c-worker3" {
-			if gets++; gets == 3 {
+			// Each call first reads every plugin node (for its GPU API), then the free ones: the
+			// eighth get is the first of the second borrow's wait.
+			if gets++; gets == 8 {
 				if err := cs.Tracker().Update(corev1.SchemeGroupVersion.WithResource("nodes"), kindNode("c-worker3", 8, map[string]string{LaneLabel: "gb-faults-1"}), ""); err != nil {
 					t.Error(err)
 				}
@@ -69,7 +74,7 @@ func TestBorrowPluginNodes(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	gpus := &fakeGPUs{nodes: []string{"c-worker", "c-worker2", "c-worker3"}}
+	gpus := &fakeGPUs{nodes: []string{"c-worker", "c-worker2", "c-worker3", "c-worker4"}}
 	e := &Env{Cluster: &clusters.Cluster{Provider: "kind", GPUs: gpus}, Client: cs, Scale: 1}
 
 	if r := e.noKubelets(ctx, 3); r != "" {

@@ -55,6 +55,9 @@ func kindBaseEntries(kindDir string) (es []entry, sandbox string, err error) {
 			if sandbox, err = sandboxImage(b); err != nil {
 				return fmt.Errorf("%s: %w", p, err)
 			}
+			if err := checkCDIConfig(b); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
 		}
 		es = append(es, fileEntry(dst, mode, b))
 		return nil

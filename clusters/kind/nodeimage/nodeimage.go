@@ -327,6 +327,13 @@ func (b *build) assemble(ctx context.Context, in inputs, dir string, img *Image)
 	}
 	defer os.RemoveAll(work)
 
+	for _, t := range nodeTargets(b.version) {
+		if t.Name == k8sbin.TargetContainerd {
+			if err := checkContainerdCDI(t.Version); err != nil {
+				return err
+			}
+		}
+	}
 	// Binaries first: they are the long part, and every later step needs them.
 	set, err := k8sbin.Ensure(ctx, b.version, b.bins)
 	if err != nil {
