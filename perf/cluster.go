@@ -36,6 +36,9 @@ type Shape struct {
 	// Features are the clusters.FeatureSets the cluster hosts, comma-separated and sorted (a
 	// string, so that a Shape stays comparable and can key a map).
 	Features string
+	// GPUAPI is how the nodes publish their GPUs (scenario.Cluster.GPUAPI); "" leaves it to the
+	// source's base spec.
+	GPUAPI clusters.GPUAPI
 }
 
 // ShapeOf is the shape a scenario asks for.
@@ -43,7 +46,7 @@ func ShapeOf(s *scenario.Scenario) Shape {
 	return Shape{Nodes: s.Cluster.Nodes, GPUsPerNode: s.Cluster.GPUsPerNode, Product: s.Cluster.Product,
 		KubeAPIQPS: s.Scheduler.KubeAPIQPS, KubeAPIBurst: s.Scheduler.KubeAPIBurst,
 		NodesPerRack: s.Cluster.NodesPerRack, RacksPerBlock: s.Cluster.RacksPerBlock,
-		Features: strings.Join(s.Features(), ",")}
+		Features: strings.Join(s.Features(), ","), GPUAPI: s.Cluster.GPUAPI}
 }
 
 // ClusterInfo is what a source says about the cluster it handed out, for the record.
@@ -52,6 +55,9 @@ type ClusterInfo struct {
 	SchedulerQPS, SchedulerBurst string
 	// Notes explain differences between the shape asked for and what the cluster is.
 	Notes []string
+	// GPUAPI is how the cluster's GPU nodes publish their GPUs, and so how the load generator's
+	// pods ask for them: the shape's, or the base spec's where the shape names none.
+	GPUAPI clusters.GPUAPI
 }
 
 // ClusterSource hands the runner clusters.
@@ -100,19 +106,26 @@ func (s *ProviderSource) schedulerArgs(shape Shape) map[string]string {
 	return args
 }
 
+// Resolve implements the runner's shapeResolver: the GPU API a shape's cluster gets.
+func (s *ProviderSource) Resolve(shape Shape) Shape {
+	shape.GPUAPI = EffectiveGPUAPI(shape.GPUAPI, s.Base.GPUAPI)
+	return shape
+}
+
 // Spec is the spec of the cluster for a shape, and what the record says about it.
 func (s *ProviderSource) Spec(shape Shape) (clusters.Spec, ClusterInfo, error) {
 	caps := s.Provider.Capabilities()
 	spec := s.Base
 	inv := fakegpu.Inventory{Count: shape.GPUsPerNode, Product: shape.Product}
-	spec.Nodes, spec.GPU, spec.NodeGroups = shape.Nodes, inv, nil
+	api := EffectiveGPUAPI(shape.GPUAPI, s.Base.GPUAPI)
+	spec.Nodes, spec.GPU, spec.NodeGroups, spec.GPUAPI = shape.Nodes, inv, nil, api
 	spec.ExtraArgs = map[clusters.Component]map[string]string{}
 	for c, a := range s.Base.ExtraArgs {
 		spec.ExtraArgs[c] = maps.Clone(a)
 	}
 	sargs := s.schedulerArgs(shape)
 	spec.ExtraArgs[clusters.Scheduler] = sargs
-	info := ClusterInfo{SchedulerQPS: sargs["kube-api-qps"], SchedulerBurst: sargs["kube-api-burst"]}
+	info := ClusterInfo{SchedulerQPS: sargs["kube-api-qps"], SchedulerBurst: sargs["kube-api-burst"], GPUAPI: api}
 	// Node creation is ~40 nodes/s on 2 cores; a fixed 3 minutes would fail 10 000 nodes.
 	timeout := 3*time.Minute + time.Duration(shape.Nodes)*20*time.Millisecond
 	if caps.RealKubelets {
@@ -121,10 +134,10 @@ func (s *ProviderSource) Spec(shape Shape) (clusters.Spec, ClusterInfo, error) {
 			workers = DefaultRealWorkers
 		}
 		workers = max(1, min(workers, shape.Nodes))
-		spec.Nodes, spec.GPU = 0, fakegpu.Inventory{}
-		spec.NodeGroups = []clusters.NodeGroup{{Count: workers, Kubelet: clusters.RealKubelets, GPUs: &clusters.GroupGPUs{Inventory: inv}}}
+		spec.Nodes, spec.GPU, spec.GPUAPI = 0, fakegpu.Inventory{}, ""
+		spec.NodeGroups = []clusters.NodeGroup{{Count: workers, Kubelet: clusters.RealKubelets, GPUs: &clusters.GroupGPUs{Inventory: inv, API: api}}}
 		if shape.Nodes > workers {
-			spec.NodeGroups = append(spec.NodeGroups, clusters.NodeGroup{Count: shape.Nodes - workers, Kubelet: clusters.SimulatedNodes, GPUs: &clusters.GroupGPUs{Inventory: inv}})
+			spec.NodeGroups = append(spec.NodeGroups, clusters.NodeGroup{Count: shape.Nodes - workers, Kubelet: clusters.SimulatedNodes, GPUs: &clusters.GroupGPUs{Inventory: inv, API: api}})
 		}
 		info.Notes = append(info.Notes, fmt.Sprintf("%s: %d worker node(s) with real kubelets and the fake GPU device plugin, %d kwok node(s)", caps.Provider, workers, shape.Nodes-workers))
 		// Node containers take a few minutes on a cold machine; the kwok nodes then go as fast as
@@ -132,8 +145,10 @@ func (s *ProviderSource) Spec(shape Shape) (clusters.Spec, ClusterInfo, error) {
 		timeout = 5*time.Minute + time.Duration(shape.Nodes)*20*time.Millisecond
 	}
 	if shape.NodesPerRack > 0 {
+		// Racked keeps each group's GPUs, their API with them; the simulated nodes of a rack are
+		// one NVLink clique in their slices (clusters.Spec.SimulatedNodeOptions).
 		groups := spec.Groups()
-		spec.Nodes, spec.GPU = 0, fakegpu.Inventory{}
+		spec.Nodes, spec.GPU, spec.GPUAPI = 0, fakegpu.Inventory{}, ""
 		spec.NodeGroups = clusters.Racked(groups, shape.NodesPerRack, shape.RacksPerBlock)
 		racks := scenario.Cluster{Nodes: shape.Nodes, NodesPerRack: shape.NodesPerRack}.Racks()
 		info.Notes = append(info.Notes, fmt.Sprintf("nodes in racks of %d (%d racks), %d racks to a block, labelled %s, %s and %s",
@@ -145,7 +160,26 @@ func (s *ProviderSource) Spec(shape Shape) (clusters.Spec, ClusterInfo, error) {
 	if err := addFeatures(&spec, shape); err != nil {
 		return spec, info, err
 	}
+	if api.DRA() {
+		if kcm := spec.ExtraArgs[clusters.ControllerManager]; kcm["controllers"] != "" {
+			kcm["controllers"] = withControllers(kcm["controllers"], GPUAPIControllers(api))
+		}
+		info.Notes = append(info.Notes, fmt.Sprintf("GPUs published through DRA: a ResourceSlice per node (driver %s, DeviceClass %s) and no %s; each pod claims its GPUs through a ResourceClaimTemplate, the controller-manager's resourceclaim-controller making one ResourceClaim per pod",
+			fakegpu.DRADriver, fakegpu.DeviceClassName, fakegpu.DefaultResourceName))
+	}
 	return spec, info, nil
+}
+
+// EffectiveGPUAPI is the GPU API a cluster gets: the shape's, else the base spec's, else the
+// device plugin's.
+func EffectiveGPUAPI(shape, base clusters.GPUAPI) clusters.GPUAPI {
+	switch {
+	case shape != "":
+		return shape
+	case base != "":
+		return base
+	}
+	return clusters.GPUAPIDevicePlugin
 }
 
 // addFeatures switches a shape's features on in spec, beside the user's (--features, whose gates
@@ -269,7 +303,7 @@ func (s *ExistingSource) Persistent() bool { return true }
 
 // Create implements ClusterSource: the shape is not applied, only compared.
 func (s *ExistingSource) Create(ctx context.Context, shape Shape, nodes func(int)) (*clusters.Cluster, ClusterInfo, error) {
-	info := ClusterInfo{SchedulerQPS: orUnknown(s.SchedulerQPS), SchedulerBurst: orUnknown(s.SchedulerBurst)}
+	info := ClusterInfo{SchedulerQPS: orUnknown(s.SchedulerQPS), SchedulerBurst: orUnknown(s.SchedulerBurst), GPUAPI: EffectiveGPUAPI(shape.GPUAPI, "")}
 	cs, err := kubernetes.NewForConfig(s.Cluster.RESTConfig)
 	if err != nil {
 		return nil, info, err
@@ -287,6 +321,9 @@ func (s *ExistingSource) Create(ctx context.Context, shape Shape, nodes func(int
 	}
 	if shape.Features != "" {
 		info.Notes = append(info.Notes, "existing cluster: its feature gates are its own (the scenario needs the features "+shape.Features+" on)")
+	}
+	if info.GPUAPI.DRA() {
+		info.Notes = append(info.Notes, fmt.Sprintf("existing cluster: the scenario claims GPUs through DRA, from DeviceClass %s; the cluster must have it and ResourceSlices of driver %s", fakegpu.DeviceClassName, fakegpu.DRADriver))
 	}
 	if nodes != nil {
 		nodes(len(list.Items))

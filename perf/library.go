@@ -167,13 +167,14 @@ func LoadScenarios(sel Selection, opts scenario.Options) ([]*scenario.Scenario, 
 }
 
 // fitsOwnCluster reports whether a scenario that failed for the requested cluster loads with its
-// own cluster shape: then the cluster, not the file, is what does not fit.
+// own cluster shape: then the cluster, not the file, is what does not fit. The GPU API is part of
+// the shape: a scenario written for DRA only does not fit a --gpu-api device-plugin run.
 func fitsOwnCluster(file string, data []byte, opts scenario.Options) bool {
-	if opts.Nodes == 0 && opts.GPUsPerNode == 0 {
+	if opts.Nodes == 0 && opts.GPUsPerNode == 0 && opts.GPUAPI == "" {
 		return false
 	}
 	own := opts
-	own.Nodes, own.GPUsPerNode = 0, 0
+	own.Nodes, own.GPUsPerNode, own.GPUAPI = 0, 0, ""
 	_, err := scenario.Load(file, data, own)
 	return err == nil
 }
@@ -218,7 +219,7 @@ func ItemNames() []string {
 		measure.ItemPartialGangs, measure.ItemUnboundFitting, measure.ItemStatusRegressions,
 		measure.ItemCreationRate, ItemHarness, ItemQuietWait, measure.ItemAPIRequests, measure.ItemAPIErrors, measure.ItemWatchEvents, measure.ItemWatches,
 		measure.ItemOneDomainShare, measure.ItemPlacementsPerCycle, measure.ItemSchedulerCPUPerPod, measure.ItemTopologyCPURatio,
-		measure.ItemJobLatency, measure.ItemJobToPodGroup,
+		measure.ItemJobLatency, measure.ItemJobToPodGroup, measure.ItemClaimAllocationRate, ItemGPUAPIRatio,
 	}
 	names = append(names, FaultItemNames()...)
 	for _, h := range measure.SchedulerHistograms() {

@@ -74,6 +74,17 @@ func FeatureControllers(feature string) []string {
 	return nil
 }
 
+// GPUAPIControllers are the controllers a GPU API needs beside QuietControllers: with DRA the
+// resourceclaim-controller makes each pod's ResourceClaim from its template (the scheduler waits
+// for it before the pod can be placed), takes the reservation of a deleted pod back and releases
+// its devices. Like FeatureControllers, a list the quiet profile set is extended with them.
+func GPUAPIControllers(api clusters.GPUAPI) []string {
+	if api.DRA() {
+		return []string{"resourceclaim-controller"}
+	}
+	return nil
+}
+
 // withControllers adds controllers to a --controllers value, unless it already runs them (by name
 // or "*").
 func withControllers(list string, add []string) string {

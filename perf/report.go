@@ -103,7 +103,7 @@ func rows(r *results.Run) []row {
 	for _, it := range r.DataItems {
 		sc := it.Labels["scenario"]
 		// Per-phase, per-component and reference items have tables of their own.
-		if sc == "" || it.Labels["phase"] != "" || it.Labels["component"] != "" || it.Labels["workload"] != "" {
+		if sc == "" || it.Labels["phase"] != "" || it.Labels["component"] != "" || it.Labels["workload"] != "" || it.Labels[LabelAgainst] != "" {
 			continue
 		}
 		k := sc + "\x00" + it.Labels["repetition"]
@@ -165,6 +165,10 @@ func BenchLines(r *results.Run) []string {
 				fmt.Fprintf(&b, "\t%s %s", strconv.FormatFloat(v, 'g', 6, 64), c.bench)
 			}
 		}
+		// Not a column of the table, where it would be empty for every device-plugin scenario.
+		if v, ok := rw.get(measure.ItemClaimAllocationRate, "Average"); ok {
+			fmt.Fprintf(&b, "\t%s %s", strconv.FormatFloat(v, 'g', 6, 64), measure.UnitClaimsPerSecond)
+		}
 		out = append(out, b.String())
 	}
 	return out
@@ -199,6 +203,12 @@ func writeText(w io.Writer, r *results.Run) error {
 	}
 	if lines := PlacementLines(r); len(lines) > 0 {
 		b.WriteString("\n" + placementCaption + "\n")
+		for _, l := range lines {
+			b.WriteString("  " + l + "\n")
+		}
+	}
+	if lines := DRALines(r); len(lines) > 0 {
+		b.WriteString("\n" + draCaption + "\n")
 		for _, l := range lines {
 			b.WriteString("  " + l + "\n")
 		}
@@ -353,6 +363,11 @@ func writeMarkdown(w io.Writer, r *results.Run) error {
 	if lines := PlacementLines(r); len(lines) > 0 {
 		md.Heading(2, "Topology and Jobs")
 		md.Paragraph(strings.ToUpper(placementCaption[:1]) + placementCaption[1:] + ".")
+		md.List(lines...)
+	}
+	if lines := DRALines(r); len(lines) > 0 {
+		md.Heading(2, "DRA")
+		md.Paragraph(draCaption + ".")
 		md.List(lines...)
 	}
 	if lines := GoRuntimeLines(r); len(lines) > 0 {

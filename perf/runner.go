@@ -24,6 +24,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -126,7 +127,7 @@ func Run(ctx context.Context, o Options) (*results.Run, error) {
 	if len(o.Faults) > 0 {
 		o.Scenarios = withInvariants(o.Scenarios)
 	}
-	r := &runner{o: o, run: &results.Run{ID: o.ID, Command: o.Command, Started: o.Started}}
+	r := &runner{o: o, run: &results.Run{ID: o.ID, Command: o.Command, Started: o.Started}, apis: map[string]clusters.GPUAPI{}}
 	r.run.Environment = results.Environment{Host: results.CurrentHost(), SchedulerBinary: o.SchedulerBinary, Profile: o.Profile, Extra: map[string]string{
 		"goVersion": runtime.Version(), "cpus": strconv.Itoa(runtime.NumCPU()),
 	}}
@@ -163,6 +164,8 @@ type runner struct {
 	api gangapi.API
 	// round is the round running (from 1).
 	round int
+	// apis is the GPU API each scenario's cluster had, for the twin ratios (GPUAPIRatios).
+	apis map[string]clusters.GPUAPI
 }
 
 func (r *runner) note(format string, args ...any) {
@@ -173,13 +176,19 @@ func (r *runner) note(format string, args ...any) {
 
 func (r *runner) all(ctx context.Context) error {
 	defer r.closeCluster(ctx)
-	// Faults the provider cannot inject fail here, before any cluster starts.
-	if p, ok := r.o.Source.(sourceCapabilities); ok && len(r.o.Faults) > 0 {
-		if err := CheckFaults(r.o.Faults, p.Capabilities(), r.o.Scenarios); err != nil {
+	// Faults the provider cannot inject, and GPU APIs it cannot publish, fail here, before any
+	// cluster starts.
+	if p, ok := r.o.Source.(sourceCapabilities); ok {
+		if len(r.o.Faults) > 0 {
+			if err := CheckFaults(r.o.Faults, p.Capabilities(), r.o.Scenarios); err != nil {
+				return err
+			}
+		}
+		if err := CheckGPUAPIs(r.o.Scenarios, p.Capabilities(), r.o.Faults); err != nil {
 			return err
 		}
 	}
-	r.o.Scenarios = order(r.o.Scenarios)
+	r.o.Scenarios = order(r.o.Scenarios, r.shapeOf)
 	for r.round = 1; r.round <= max(r.o.Rounds, 1); r.round++ {
 		if r.round > 1 {
 			// A round starts on fresh clusters, and whatever runs between rounds has the machine.
@@ -206,7 +215,7 @@ func (r *runner) roundOnce(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		shape := ShapeOf(sc)
+		shape := r.shapeOf(sc)
 		if r.cl != nil && r.shape != shape {
 			r.closeCluster(ctx)
 		}
@@ -220,7 +229,7 @@ func (r *runner) roundOnce(ctx context.Context) error {
 		}
 		// The cluster outlives this scenario when the next one has the same shape (or it is not
 		// ours): only then is cleaning up worth the time.
-		keep := r.o.Source.Persistent() || (i+1 < len(r.o.Scenarios) && ShapeOf(r.o.Scenarios[i+1]) == shape)
+		keep := r.o.Source.Persistent() || (i+1 < len(r.o.Scenarios) && r.shapeOf(r.o.Scenarios[i+1]) == shape)
 		if err := r.scenario(ctx, sc, keep); err != nil {
 			return fmt.Errorf("scenario %s: %w", sc.Name, err)
 		}
@@ -231,16 +240,16 @@ func (r *runner) roundOnce(ctx context.Context) error {
 // order runs scenarios of one shape back to back, so they share a cluster, and within a shape the
 // smallest first (pods, then PodGroups), so the largest, whose clean-up would take longest, is the
 // one whose cluster is deleted instead. Shapes keep the order of their first scenario.
-func order(scs []*scenario.Scenario) []*scenario.Scenario {
+func order(scs []*scenario.Scenario, shapeOf func(*scenario.Scenario) Shape) []*scenario.Scenario {
 	out := slices.Clone(scs)
 	first := map[Shape]int{}
 	for i, sc := range out {
-		if _, ok := first[ShapeOf(sc)]; !ok {
-			first[ShapeOf(sc)] = i
+		if _, ok := first[shapeOf(sc)]; !ok {
+			first[shapeOf(sc)] = i
 		}
 	}
 	slices.SortStableFunc(out, func(a, b *scenario.Scenario) int {
-		if d := first[ShapeOf(a)] - first[ShapeOf(b)]; d != 0 {
+		if d := first[shapeOf(a)] - first[shapeOf(b)]; d != 0 {
 			return d
 		}
 		if d := a.TotalPods()*a.Repetitions - b.TotalPods()*b.Repetitions; d != 0 {
@@ -249,6 +258,22 @@ func order(scs []*scenario.Scenario) []*scenario.Scenario {
 		return a.TotalGroups()*a.Repetitions - b.TotalGroups()*b.Repetitions
 	})
 	return out
+}
+
+// shapeResolver is a source that says what a shape becomes on its clusters: a shape that names no
+// GPU API gets the base spec's, so it is the same cluster as one that names that API.
+type shapeResolver interface {
+	Resolve(Shape) Shape
+}
+
+// shapeOf is the shape a scenario's cluster has on this run's source: scenarios of equal shapes
+// share a cluster.
+func (r *runner) shapeOf(sc *scenario.Scenario) Shape {
+	s := ShapeOf(sc)
+	if rs, ok := r.o.Source.(shapeResolver); ok {
+		s = rs.Resolve(s)
+	}
+	return s
 }
 
 func (r *runner) openCluster(ctx context.Context, sc *scenario.Scenario, shape Shape) error {
@@ -393,6 +418,8 @@ func (r *runner) record(sc *scenario.Scenario) {
 	if f := sc.Features(); len(f) > 0 {
 		x[p+"features"] = strings.Join(f, ",")
 	}
+	x[p+"gpuAPI"] = string(r.info.GPUAPI)
+	r.apis[sc.Name] = r.info.GPUAPI
 	if sc.Cluster.NodesPerRack > 0 {
 		x[p+"racks"] = fmt.Sprintf("%d of %d nodes, %d to a block", sc.Cluster.Racks(), sc.Cluster.NodesPerRack, sc.Cluster.RacksPerBlock)
 	}
@@ -497,7 +524,7 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 	}
 	if cleanup {
 		defer func() {
-			if cerr := deleteNamespace(context.WithoutCancel(ctx), cs, gang, ns); cerr != nil {
+			if cerr := deleteNamespace(context.WithoutCancel(ctx), cs, gang, ns, r.info.GPUAPI.DRA()); cerr != nil {
 				err = errors.Join(err, cerr)
 			}
 		}()
@@ -543,7 +570,7 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 		defer faults.stop()
 	}
 	gen := &loadgen.Generator{
-		Client: loadCS, Gang: loadGang, Namespace: ns, SchedulerName: r.cl.SchedulerName, Workers: r.o.Workers, Timeline: tl, Jobs: jobs,
+		Client: loadCS, Gang: loadGang, Namespace: ns, SchedulerName: r.cl.SchedulerName, Workers: r.o.Workers, Timeline: tl, Jobs: jobs, GPUAPI: r.info.GPUAPI,
 		OnGroup: func() { progressMu.Lock(); groupsMade++; gb.Set(groupsMade); progressMu.Unlock() },
 		OnPod: func() {
 			progressMu.Lock()
@@ -576,7 +603,7 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 
 	env := &measure.Env{
 		Cluster: r.cl, Client: cs, Gang: gang, Namespace: ns, Scenario: sc, Timeline: tl, Measured: phaseNames(measured),
-		PartialGrace: r.o.PartialGrace,
+		PartialGrace: r.o.PartialGrace, GPUAPI: r.info.GPUAPI,
 		Note: func(format string, args ...any) {
 			r.note("%s#%d: %s", sc.Name, rep, fmt.Sprintf(format, args...))
 		},
@@ -648,7 +675,9 @@ func (r *runner) repetition(ctx context.Context, cs, loadCS kubernetes.Interface
 		r.note("%s#%d: %s after %s with %d of %d measured pods bound", sc.Name, rep, out, elapsed.Round(time.Millisecond), tl.BoundIn(phaseNames(measured)...), podsOf(measured))
 	}
 	log.Info("gathering", "outcome", out, "elapsed", elapsed.Round(time.Millisecond))
-	labels := map[string]string{"scenario": sc.Name, "repetition": strconv.Itoa(rep), "nodes": strconv.Itoa(sc.Cluster.Nodes)}
+	// The GPU API labels every item, as the node count does: thresholds measured on one API do not
+	// hold on the other, so an SLO selects by it (bindingRate{gpuAPI=dra}.avg >= …).
+	labels := map[string]string{"scenario": sc.Name, "repetition": strconv.Itoa(rep), "nodes": strconv.Itoa(sc.Cluster.Nodes), LabelGPUAPI: string(r.info.GPUAPI)}
 	if r.o.Rounds > 1 {
 		labels[LabelRound] = strconv.Itoa(r.round)
 	}
@@ -883,8 +912,10 @@ func (r *runner) writeEvents(name string, rep int, events []timeline.Event) erro
 // are gone, so the next repetition measures the scheduler, not the clean-up of this one. Pods are
 // deleted with grace 0: simulated pods run nothing, and a graceful delete would wait for kwok to
 // confirm each one. The namespace itself is left to the namespace controller: its deletion costs
-// the scheduler nothing, and waiting for it took most of a minute after 3000 pods.
-func deleteNamespace(ctx context.Context, cs kubernetes.Interface, gang *gangapi.Client, ns string) error {
+// the scheduler nothing, and waiting for it took most of a minute after 3000 pods. With DRA (dra)
+// the pods' ResourceClaims are deleted and waited for too: a claim holds its devices until the
+// resourceclaim-controller has seen its pod gone, and the next repetition must find them free.
+func deleteNamespace(ctx context.Context, cs kubernetes.Interface, gang *gangapi.Client, ns string, dra bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	zero := int64(0)
@@ -893,6 +924,11 @@ func deleteNamespace(ctx context.Context, cs kubernetes.Interface, gang *gangapi
 	}
 	if err := gang.PodGroups(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete PodGroups of %s: %w", ns, err)
+	}
+	if dra {
+		if err := cs.ResourceV1().ResourceClaims(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete ResourceClaims of %s: %w", ns, err)
+		}
 	}
 	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete namespace %s: %w", ns, err)
@@ -903,16 +939,26 @@ func deleteNamespace(ctx context.Context, cs kubernetes.Interface, gang *gangapi
 	for {
 		pods, perr := cs.CoreV1().Pods(ns).List(ctx, one)
 		pgs, gerr := gang.PodGroups(ns).List(ctx, one)
-		if perr == nil && gerr == nil && len(pods.Items) == 0 && len(pgs.Items) == 0 {
+		claims, cerr := 0, error(nil)
+		if dra {
+			var l *resourcev1.ResourceClaimList
+			if l, cerr = cs.ResourceV1().ResourceClaims(ns).List(ctx, one); cerr == nil {
+				claims = len(l.Items)
+			}
+		}
+		if perr == nil && gerr == nil && cerr == nil && len(pods.Items) == 0 && len(pgs.Items) == 0 && claims == 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			left := "unknown"
-			if perr == nil && gerr == nil {
+			if perr == nil && gerr == nil && cerr == nil {
 				left = fmt.Sprintf("pods left: %d+, PodGroups left: %d+", len(pods.Items), len(pgs.Items))
+				if dra {
+					left += fmt.Sprintf(", ResourceClaims left: %d+", claims)
+				}
 			}
-			return fmt.Errorf("namespace %s not emptied (%s; errors %v, %v): %w", ns, left, perr, gerr, context.Cause(ctx))
+			return fmt.Errorf("namespace %s not emptied (%s; errors %v): %w", ns, left, errors.Join(perr, gerr, cerr), context.Cause(ctx))
 		case <-tick.C:
 		}
 	}
@@ -944,6 +990,8 @@ func (r *runner) finish(runErr error, interrupted bool) {
 		objs = append(objs, faultObjectives(r.o.Faults)...)
 	}
 	objs = dedupe(append(objs, r.o.Objectives...))
+	// Before the verdicts, so an SLO can hold the ratios to a bound too.
+	run.DataItems = append(run.DataItems, GPUAPIRatios(r.o.Scenarios, r.apis, run.DataItems)...)
 	run.Cases = slo.Evaluate(objs, run.DataItems)
 	for _, sk := range r.o.Skipped {
 		run.Cases = append(run.Cases, results.Case{ID: "SCENARIO", Suite: "scenarios", Name: "scenario fits the cluster [" + sk.Name + "]",

@@ -2,6 +2,7 @@ package perf
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/clusters/kwok"
 	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/perf/loadgen"
@@ -86,7 +88,7 @@ func TestOrder(t *testing.T) {
 	}
 	in := []*scenario.Scenario{mk("big", 500, 1000, 3), mk("small50", 50, 10, 3), mk("huge", 500, 3, 1000), mk("small", 500, 10, 3)}
 	var got []string
-	for _, s := range order(in) {
+	for _, s := range order(in, ShapeOf) {
 		got = append(got, s.Name)
 	}
 	// 500-node shape first (it came first), smallest to largest; 3 × 1000 has fewer PodGroups than
@@ -96,5 +98,22 @@ func TestOrder(t *testing.T) {
 	}
 	if in[0].Name != "big" {
 		t.Error("order must not reorder its input")
+	}
+	// A scenario that names the device plugin shares the cluster of those that name no API when the
+	// source's base is the device plugin, and not when it is DRA (compare --gpu-api dra).
+	dp := mk("dp", 500, 10, 3)
+	dp.Cluster.GPUAPI = clusters.GPUAPIDevicePlugin
+	for _, tc := range []struct {
+		base clusters.GPUAPI
+		want string
+	}{{clusters.GPUAPIDevicePlugin, "dp small huge big small50"}, {"", "dp small huge big small50"}, {clusters.GPUAPIDRA, "small huge big small50 dp"}} {
+		r := &runner{o: Options{Source: &ProviderSource{Base: clusters.Spec{GPUAPI: tc.base}}}}
+		got = got[:0]
+		for _, s := range order(append(slices.Clone(in[:3]), dp, in[3]), r.shapeOf) {
+			got = append(got, s.Name)
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("base %q: order %v, want %s", tc.base, got, tc.want)
+		}
 	}
 }

@@ -171,6 +171,15 @@ func perfScenarioOptions(cmd *cobra.Command, f *perfRunFlags) (scenario.Options,
 	if flags.Changed("gpu-product") {
 		opts.Product = f.cluster.gpuProduct
 	}
+	// Only when given: a scenario written for one GPU API keeps it unless the flag says otherwise
+	// (and then the scenario is refused or, in a label-selected set, skipped).
+	if flags.Changed("gpu-api") {
+		api, err := fakegpu.ParseAPI(f.cluster.gpuAPI)
+		if err != nil {
+			return scenario.Options{}, usageError{fmt.Errorf("--gpu-api: %w", err)}
+		}
+		opts.GPUAPI = api
+	}
 	return opts, nil
 }
 
@@ -251,6 +260,9 @@ func runPerf(cmd *cobra.Command, g *globalOpts, f *perfRunFlags, stdout, stderr 
 		// Refused here, before binaries are built or any cluster starts.
 		if err := perf.CheckFaults(faults, src.Capabilities(), scs); err != nil {
 			return usageError{fmt.Errorf("--fault: %w", err)}
+		}
+		if err := perf.CheckGPUAPIs(scs, src.Capabilities(), faults); err != nil {
+			return usageError{err}
 		}
 		if err := ensureBinaries(ctx, src.Capabilities(), req, stderr); err != nil {
 			return err
@@ -483,10 +495,15 @@ func (f *clusterFlags) scenarioBaseRequest(provider, profile string) (request.Re
 		// every scenario's node count would contradict.
 		return request.Request{}, usageError{fmt.Errorf("--topology %s: perf's scenarios set the nodes of each cluster, so the topology of a perf run is not a flag", f.topology)}
 	}
-	if api, _ := fakegpu.ParseAPI(f.gpuAPI); api != fakegpu.APIDevicePlugin {
-		// Every scenario's pods ask for GPUs as nvidia.com/gpu counts; on nodes that publish them
-		// only through DRA nothing would bind, and a run that measures nothing is no benchmark.
-		return request.Request{}, usageError{fmt.Errorf("--gpu-api %s: perf's scenarios request GPUs from the device plugin (nvidia.com/gpu counts); scenarios with ResourceClaims are not written yet", f.gpuAPI)}
+	api, err := fakegpu.ParseAPI(f.gpuAPI)
+	if err != nil {
+		return request.Request{}, usageError{fmt.Errorf("--gpu-api: %w", err)}
+	}
+	if api == fakegpu.APIBoth {
+		// A scenario's pods claim their GPUs one way; nodes publishing them both ways would let a
+		// pod take a GPU each way, and neither a scenario's capacity check nor the invariants' fit
+		// check would hold.
+		return request.Request{}, usageError{fmt.Errorf("--gpu-api %s: perf's pods ask for GPUs one way (device-plugin counts, or dra claims); give one of those", f.gpuAPI)}
 	}
 	var caps clusters.Capabilities
 	// The placeholder: one node where every node is simulated; with real kubelets the workers'
@@ -504,7 +521,10 @@ func (f *clusterFlags) scenarioBaseRequest(provider, profile string) (request.Re
 	if err := validateRequest(f.newProvider, req); err != nil {
 		return request.Request{}, err
 	}
-	req.Spec.Nodes, req.Spec.NodeGroups = 0, nil
+	// The flag's GPU API stays in the base spec (the node groups that carried it are the
+	// placeholder's): every scenario that names none gets it (perf.ProviderSource), and the load
+	// generator's pods then ask for GPUs that way.
+	req.Spec.Nodes, req.Spec.NodeGroups, req.Spec.GPUAPI = 0, nil, api
 	if err := perf.ApplyProfile(&req.Spec, profile, caps); err != nil {
 		return request.Request{}, usageError{err}
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf/scenario"
 	"github.com/gangbench/gangbench/scenarios"
@@ -31,7 +32,7 @@ func (g *Generator) job(ctx context.Context, ph scenario.Phase, i int) error {
 	if g.Jobs != nil {
 		g.Jobs.expect(name, ph)
 	}
-	j := JobFor(g.Namespace, g.SchedulerName, ph, name)
+	j := JobFor(g.Namespace, g.SchedulerName, g.GPUAPI, ph, name)
 	err := retry(ctx, func() error {
 		_, err := g.Client.BatchV1().Jobs(g.Namespace).Create(ctx, j, metav1.CreateOptions{})
 		return err
@@ -47,13 +48,17 @@ func (g *Generator) job(ctx context.Context, ph scenario.Phase, i int) error {
 }
 
 // JobFor is the Job of one group of a Job-driven phase: parallelism = completions = the group's
-// pods, each pod as the phase's pods are (GPUs, requests, class, scheduler), never restarted, so a
-// simulated pod that keeps running keeps its place as a PodGroup pod would.
-func JobFor(namespace, schedulerName string, ph scenario.Phase, name string) *batchv1.Job {
-	pod := scenarios.Pod(namespace, scenarios.Member{
-		Name: name, GPUs: int64(ph.GPUsPerPod), PriorityClassName: ph.PriorityClass, SchedulerName: schedulerName,
+// pods, each pod as the phase's pods are (GPUs as api wants them, requests, class, scheduler), never
+// restarted, so a simulated pod that keeps running keeps its place as a PodGroup pod would. On DRA
+// nodes the pod template carries the claim from the phase's template, so each pod the job
+// controller makes gets its own claim.
+func JobFor(namespace, schedulerName string, api clusters.GPUAPI, ph scenario.Phase, name string) *batchv1.Job {
+	m := scenarios.Member{
+		Name: name, PriorityClassName: ph.PriorityClass, SchedulerName: schedulerName,
 		Labels: map[string]string{timeline.PhaseLabel: ph.Name, timeline.ControllerLabel: "job"},
-	})
+	}
+	gpus(&m, api, ph)
+	pod := scenarios.Pod(namespace, m)
 	addRequests(pod, ph)
 	spec := pod.Spec
 	spec.RestartPolicy = corev1.RestartPolicyNever

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/observe/timeline"
 	"github.com/gangbench/gangbench/perf/scenario"
 	"github.com/gangbench/gangbench/scenarios"
@@ -71,6 +72,12 @@ type Generator struct {
 	// Jobs, when set, learns the phase of each Job before it is created, so the PodGroup the job
 	// controller makes for it is recorded with it. A Job-driven phase needs it.
 	Jobs *JobGroups
+	// GPUAPI is how the cluster's nodes publish their GPUs: with DRA the pods claim them through
+	// ResourceClaimTemplates (claims.go) instead of counting nvidia.com/gpu. "" is the device plugin.
+	GPUAPI clusters.GPUAPI
+
+	templatesMu sync.Mutex
+	templates   map[int]bool // GPU counts whose claim template exists in Namespace
 }
 
 // Stats is what one phase's creation achieved.
@@ -104,6 +111,10 @@ func PodName(group string, j int) string { return fmt.Sprintf("%s-%d", group, j)
 // (a failed create is a harness error: the workload would no longer be what the scenario says).
 // An in-order phase's PodGroups must exist already (PodGroupsAhead); Run creates its pods.
 func (g *Generator) Run(ctx context.Context, ph scenario.Phase) (Stats, error) {
+	// Before First: the template is the namespace's setup, once per GPU count, not the phase's load.
+	if err := g.ensureClaimTemplate(ctx, ph); err != nil {
+		return Stats{Phase: ph.Name}, err
+	}
 	st := Stats{Phase: ph.Name, First: time.Now()}
 	if ph.InOrder {
 		var err error
@@ -307,11 +318,7 @@ feed:
 
 func (g *Generator) pod(ctx context.Context, ph scenario.Phase, group string, j int) error {
 	name := PodName(group, j)
-	p := scenarios.Pod(g.Namespace, scenarios.Member{
-		Name: name, Group: group, GPUs: int64(ph.GPUsPerPod), PriorityClassName: ph.PriorityClass,
-		SchedulerName: g.SchedulerName, Labels: map[string]string{timeline.PhaseLabel: ph.Name},
-	})
-	addRequests(p, ph)
+	p := PodFor(g.Namespace, g.SchedulerName, g.GPUAPI, ph, group, j)
 	err := retry(ctx, func() error {
 		_, err := g.Client.CoreV1().Pods(g.Namespace).Create(ctx, p, metav1.CreateOptions{})
 		return err
@@ -383,6 +390,8 @@ func retry(ctx context.Context, create func() error) error {
 // of the local apiserver takes a few seconds; a minute is far beyond it and still fails a run
 // whose apiserver died for good.
 const unreachableBudget = time.Minute
+
+func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }
 
 func retriable(err error) bool {
 	return apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||

@@ -142,6 +142,11 @@ var minSamples = []struct {
 // clusterloader2's Max), the count and the window. Percentiles with too few samples behind them
 // are left out, and withheld says which and why ("" when none is).
 func WatchRate(start time.Time, binds []time.Time) (data map[string]float64, withheld string) {
+	return watchRate(start, binds, "binds")
+}
+
+// watchRate is WatchRate of any events (what names them in withheld: binds, allocations).
+func watchRate(start time.Time, binds []time.Time, what string) (data map[string]float64, withheld string) {
 	out := map[string]float64{"Count": float64(len(binds))}
 	if len(binds) == 0 {
 		out["Average"] = 0
@@ -175,7 +180,7 @@ func WatchRate(start time.Time, binds []time.Time) (data map[string]float64, wit
 		}
 	}
 	if len(left) > 0 {
-		withheld = fmt.Sprintf("%d one-second samples (binds over %.1f s) are too few for %s; not reported (a longer scenario, or more groups, gives them)", s.Count, window.Seconds(), strings.Join(left, ", "))
+		withheld = fmt.Sprintf("%d one-second samples (%s over %.1f s) are too few for %s; not reported (a longer scenario, or more groups, gives them)", s.Count, what, window.Seconds(), strings.Join(left, ", "))
 	}
 	return out, withheld
 }

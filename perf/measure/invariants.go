@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gangbench/gangbench/observe/monitor"
@@ -89,12 +90,26 @@ func (m *invariants) fit(ctx context.Context, events []timeline.Event) (FitRepor
 	if err != nil {
 		return FitReport{}, fmt.Errorf("invariants: list pods: %w", err)
 	}
+	// With DRA the GPUs are devices in ResourceSlices, claimed by the pods (fit_dra.go).
+	var dra *DRAInventory
+	if m.env.GPUAPI.DRA() {
+		inv, err := ListDRA(ctx, m.env.Client)
+		if err != nil {
+			return FitReport{}, fmt.Errorf("invariants: %w", err)
+		}
+		dra = &inv
+	}
 	var fn []FitNode
 	for _, n := range nodes.Items {
 		if n.Spec.Unschedulable || !ready(&n) {
 			continue
 		}
-		fn = append(fn, FitNode{Name: n.Name, Allocatable: n.Status.Allocatable})
+		alloc := n.Status.Allocatable
+		if dra != nil {
+			alloc = alloc.DeepCopy()
+			alloc[FitGPUDevices] = *resource.NewQuantity(dra.NodeDevices[n.Name], resource.DecimalSI)
+		}
+		fn = append(fn, FitNode{Name: n.Name, Allocatable: alloc})
 	}
 	var fp []FitPod
 	for _, p := range pods.Items {
@@ -109,7 +124,13 @@ func (m *invariants) fit(ctx context.Context, events []timeline.Event) (FitRepor
 		if sg := p.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil && mine {
 			group = *sg.PodGroupName
 		}
-		fp = append(fp, FitPod{Name: p.Name, Group: group, Node: p.Spec.NodeName, Requests: requests(&p)})
+		req := requests(&p)
+		if dra != nil {
+			if d := dra.PodDevices(&p); d > 0 {
+				req[FitGPUDevices] = *resource.NewQuantity(d, resource.DecimalSI)
+			}
+		}
+		fp = append(fp, FitPod{Name: p.Name, Group: group, Node: p.Spec.NodeName, Requests: req})
 	}
 	var groups []FitGroup
 	for _, e := range timeline.Sorted(events) {

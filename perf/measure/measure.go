@@ -40,6 +40,9 @@ type Env struct {
 	PartialGrace time.Duration
 	// Note records a line for the run's notes (details behind a number: which gang was partial).
 	Note func(format string, args ...any)
+	// GPUAPI is how the cluster's nodes publish their GPUs (perf.ClusterInfo.GPUAPI): with DRA the
+	// pods claim them, the claims' allocation is measured and the fit check counts devices.
+	GPUAPI clusters.GPUAPI
 	// Restarted holds the components a fault injection stopped and started again during the
 	// window. The runner fills it after the window and before Gather: a restarted process starts
 	// its counters from zero, so a measurement that diffs its metrics must not report a delta.
@@ -67,7 +70,7 @@ const (
 
 // Names lists every measurement in its canonical order.
 func Names() []string {
-	return []string{BindingRate, GangLatency, SchedulerMetrics, Invariants, Topology, Resources, Traffic, GoRuntime}
+	return []string{BindingRate, ClaimAllocation, GangLatency, SchedulerMetrics, Invariants, Topology, Resources, Traffic, GoRuntime}
 }
 
 // Registry maps names to factories. It is built on each call, not kept in a package variable, so
@@ -75,6 +78,7 @@ func Names() []string {
 func Registry() map[string]Factory {
 	return map[string]Factory{
 		BindingRate:      newBindingRate,
+		ClaimAllocation:  newClaimAllocation,
 		GangLatency:      newGangLatency,
 		SchedulerMetrics: newSchedulerMetrics,
 		Invariants:       newInvariants,

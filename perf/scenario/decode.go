@@ -28,6 +28,9 @@ type Options struct {
 	// GPUsPerNode and Product override cluster.gpusPerNode and cluster.product when set.
 	GPUsPerNode int
 	Product     string
+	// GPUAPI is --gpu-api when given: the GPU API of every scenario whose file names none. A file
+	// that names one is written for that API only, and a different GPUAPI is an error there.
+	GPUAPI clusters.GPUAPI
 	// Measurements are the measurement names a file may list; a file that lists none takes them all.
 	Measurements []string
 }
@@ -95,7 +98,7 @@ func Load(file string, data []byte, opts Options) (*Scenario, error) {
 			case "reference":
 				s.Reference = decodeReference(d, v)
 			case "cluster":
-				d.Map(v, "cluster", []string{"nodes", "gpusPerNode", "product", "nodesPerRack", "racksPerBlock"}, func(key string, _, v *yaml.Node) {
+				d.Map(v, "cluster", []string{"nodes", "gpusPerNode", "product", "nodesPerRack", "racksPerBlock", "gpuAPI"}, func(key string, _, v *yaml.Node) {
 					pos["cluster."+key] = v
 					switch key {
 					case "nodes":
@@ -108,6 +111,8 @@ func Load(file string, data []byte, opts Options) (*Scenario, error) {
 						s.Cluster.NodesPerRack, _ = d.Int(v, "cluster.nodesPerRack")
 					case "racksPerBlock":
 						s.Cluster.RacksPerBlock, _ = d.Int(v, "cluster.racksPerBlock")
+					case "gpuAPI":
+						s.Cluster.GPUAPI = decodeGPUAPI(d, v)
 					}
 				})
 				pos["cluster"] = v
@@ -168,6 +173,7 @@ func Load(file string, data []byte, opts Options) (*Scenario, error) {
 	if opts.Product != "" {
 		s.Cluster.Product = opts.Product
 	}
+	applyGPUAPI(d, s, root, pos, opts)
 	validate(d, s, root, pos, opts, measurementFields)
 	switch {
 	case measurementsNode == nil:
@@ -660,6 +666,10 @@ func hash(data []byte, s *Scenario) string {
 		fmt.Fprintf(h, "\x00%s=%s", k, s.Params[k])
 	}
 	fmt.Fprintf(h, "\x00nodes=%d\x00gpusPerNode=%d\x00product=%s", s.Cluster.Nodes, s.Cluster.GPUsPerNode, s.Cluster.Product)
+	if s.Cluster.GPUAPI != "" {
+		// Only when set, so the hashes of runs from before the field existed stay as they were.
+		fmt.Fprintf(h, "\x00gpuAPI=%s", s.Cluster.GPUAPI)
+	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
@@ -677,6 +687,57 @@ func Peek(data []byte) (name string, labels []string) {
 		return "", nil
 	}
 	return doc.Metadata.Name, doc.Metadata.Labels
+}
+
+// GPUAPIs are the GPU APIs a scenario can be written for. clusters.GPUAPIBoth is not one: a node
+// publishing its GPUs both ways lets a pod take a GPU each way, so neither the capacity a scenario
+// is checked against nor the free capacity the invariants judge would be true, and a workload's
+// pods ask one way anyway.
+func GPUAPIs() []clusters.GPUAPI {
+	return []clusters.GPUAPI{clusters.GPUAPIDevicePlugin, clusters.GPUAPIDRA}
+}
+
+func gpuAPINames() []string {
+	var out []string
+	for _, a := range GPUAPIs() {
+		out = append(out, string(a))
+	}
+	return out
+}
+
+// decodeGPUAPI reads cluster.gpuAPI: device-plugin or dra.
+func decodeGPUAPI(d *strictyaml.Decoder, v *yaml.Node) clusters.GPUAPI {
+	const f = "cluster.gpuAPI"
+	s, ok := d.String(v, f)
+	if !ok {
+		return ""
+	}
+	if s == string(clusters.GPUAPIBoth) {
+		d.Errorf(v, f, "%q: a scenario's pods claim their GPUs one way; nodes publishing both would let a pod take a GPU each way, and no capacity check would hold (accepted: %s)", s, strings.Join(gpuAPINames(), ", "))
+		return ""
+	}
+	if !slices.Contains(gpuAPINames(), s) {
+		d.Errorf(v, f, "%q is not a GPU API (accepted: %s)", s, strings.Join(gpuAPINames(), ", "))
+		return ""
+	}
+	return clusters.GPUAPI(s)
+}
+
+// applyGPUAPI resolves the scenario's GPU API: the file's, which is a requirement (the scenario is
+// written for that API alone), else --gpu-api. A flag that contradicts the file is an error at the
+// file's field, so a label-selected set skips the scenario with that reason (LoadScenarios).
+func applyGPUAPI(d *strictyaml.Decoder, s *Scenario, root *yaml.Node, pos positions, opts Options) {
+	switch {
+	case opts.GPUAPI == "":
+	case !slices.Contains(GPUAPIs(), opts.GPUAPI):
+		d.Errorf(pos.at("cluster.gpuAPI", pos.at("cluster", root)), "cluster.gpuAPI", "--gpu-api %s: a scenario runs on %s GPUs", opts.GPUAPI, strings.Join(gpuAPINames(), " or "))
+	case pos["cluster.gpuAPI"] == nil:
+		s.Cluster.GPUAPI = opts.GPUAPI
+	case d.Failed("cluster.gpuAPI"):
+	case s.Cluster.GPUAPI != opts.GPUAPI:
+		d.Errorf(pos["cluster.gpuAPI"], "cluster.gpuAPI", "%s, but --gpu-api %s was given: the scenario is written for %s GPUs only; leave the flag out or select other scenarios",
+			s.Cluster.GPUAPI, opts.GPUAPI, s.Cluster.GPUAPI)
+	}
 }
 
 // referenceName is a scheduler_perf test case or workload name.

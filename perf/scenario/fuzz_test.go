@@ -124,6 +124,9 @@ func checkValid(t *testing.T, s *scenario.Scenario, opts scenario.Options) {
 	if s.Repetitions < 1 || s.Repetitions > 100 || s.Timeout <= 0 || s.Settle <= 0 || s.Settle >= s.Timeout {
 		t.Fatalf("repetitions %d timeout %s settle %s", s.Repetitions, s.Timeout, s.Settle)
 	}
+	if c.GPUAPI != "" && !slices.Contains(scenario.GPUAPIs(), c.GPUAPI) {
+		t.Fatalf("GPU API %q accepted", c.GPUAPI)
+	}
 	if s.Scheduler.KubeAPIQPS < 1 || s.Scheduler.KubeAPIBurst < 1 {
 		t.Fatalf("scheduler: %+v", s.Scheduler)
 	}

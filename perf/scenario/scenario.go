@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/gangbench/gangbench/clusters"
 )
 
 // APIVersion and Kind head every scenario file.
@@ -95,6 +97,12 @@ type Cluster struct {
 	// and topology.kubernetes.io/zone.
 	NodesPerRack  int
 	RacksPerBlock int
+	// GPUAPI is how the nodes publish their GPUs and so how the pods ask for them: the device
+	// plugin's nvidia.com/gpu count, or DRA (a ResourceSlice per node, a ResourceClaim per pod from
+	// a ResourceClaimTemplate). The file's cluster.gpuAPI, else --gpu-api (Options.GPUAPI), else ""
+	// for the cluster source's (the device plugin unless its base spec says otherwise: a caller
+	// that does not resolve the flag into scenarios, such as compare, leaves it to the source).
+	GPUAPI clusters.GPUAPI
 }
 
 // Racks is the number of racks the nodes are laid out in; 0 without a topology.

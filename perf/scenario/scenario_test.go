@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gangbench/gangbench/clusters"
 	"github.com/gangbench/gangbench/perf/scenario"
 )
 
@@ -136,7 +137,7 @@ func TestInvalid(t *testing.T) {
 		want []string // lines after "FILE:"
 	}{
 		{"invalid-unknown-field.yaml", scenario.Options{}, []string{
-			"7: cluster.gpuPerNode: unknown field (accepted: nodes, gpusPerNode, product, nodesPerRack, racksPerBlock)",
+			"7: cluster.gpuPerNode: unknown field (accepted: nodes, gpusPerNode, product, nodesPerRack, racksPerBlock, gpuAPI)",
 			"9: phases[0].podsPerGroup: missing; how many pods does each group have?",
 			"11: phases[0].podsPerGroop: unknown field (accepted: name, groups, fill, podsPerGroup, gpusPerPod, cpu, memory, policy, minCount, priorityClass, priority, disruptionMode, arrival, prefill, start, topology, via)",
 		}},
@@ -327,5 +328,65 @@ func TestTopologyAndJobs(t *testing.T) {
 			t.Errorf("%s at %d nodes: racks %d, key %q, via job %v, features %v, groups %d; want %d, %q, %v, %v, %d",
 				tc.file, tc.nodes, s.Cluster.Racks(), ph.TopologyKey, ph.ViaJob, s.Features(), ph.Groups, tc.racks, tc.key, tc.viaJob, tc.features, tc.firstGroups)
 		}
+	}
+}
+
+// TestGPUAPI: cluster.gpuAPI names the one API a scenario is written for; --gpu-api
+// (Options.GPUAPI) gives the API of the scenarios that name none and contradicts, at the file's
+// field, those that name another. Neither is the API of the hash when unset.
+func TestGPUAPI(t *testing.T) {
+	const head = "apiVersion: gangbench.dev/v1alpha1\nkind: Scenario\nmetadata: {name: x}\n"
+	const phases = "phases:\n- {name: a, groups: 1, podsPerGroup: 2, gpusPerPod: 8}\n"
+	load := func(cluster string, opts scenario.Options) (*scenario.Scenario, error) {
+		opts.Measurements = measurements
+		return scenario.Load("x.yaml", []byte(head+"cluster: "+cluster+"\n"+phases), opts)
+	}
+	for _, tc := range []struct {
+		name, cluster string
+		flag, want    clusters.GPUAPI
+	}{
+		{"none named", "{nodes: 2}", "", ""},
+		{"the file's", "{nodes: 2, gpuAPI: dra}", "", clusters.GPUAPIDRA},
+		{"the flag's where the file names none", "{nodes: 2}", clusters.GPUAPIDRA, clusters.GPUAPIDRA},
+		{"the flag agreeing with the file", "{nodes: 2, gpuAPI: device-plugin}", clusters.GPUAPIDevicePlugin, clusters.GPUAPIDevicePlugin},
+	} {
+		s, err := load(tc.cluster, scenario.Options{GPUAPI: tc.flag})
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if s.Cluster.GPUAPI != tc.want {
+			t.Errorf("%s: GPU API %q, want %q", tc.name, s.Cluster.GPUAPI, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name, cluster string
+		flag          clusters.GPUAPI
+		want          string
+	}{
+		{"the flag against the file", "{nodes: 2, gpuAPI: dra}", clusters.GPUAPIDevicePlugin,
+			"x.yaml:4: cluster.gpuAPI: dra, but --gpu-api device-plugin was given: the scenario is written for dra GPUs only; leave the flag out or select other scenarios"},
+		{"both", "{nodes: 2, gpuAPI: both}", "",
+			`x.yaml:4: cluster.gpuAPI: "both": a scenario's pods claim their GPUs one way; nodes publishing both would let a pod take a GPU each way, and no capacity check would hold (accepted: device-plugin, dra)`},
+		{"unknown", "{nodes: 2, gpuAPI: cuda}", "", `x.yaml:4: cluster.gpuAPI: "cuda" is not a GPU API (accepted: device-plugin, dra)`},
+		{"not a string", "{nodes: 2, gpuAPI: [dra]}", "", "x.yaml:4: cluster.gpuAPI: want a string, got a list"},
+		{"a flag no scenario runs on", "{nodes: 2}", clusters.GPUAPIBoth, "x.yaml:4: cluster.gpuAPI: --gpu-api both: a scenario runs on device-plugin or dra GPUs"},
+	} {
+		if _, err := load(tc.cluster, scenario.Options{GPUAPI: tc.flag}); err == nil || err.Error() != tc.want {
+			t.Errorf("%s:\n got %v\nwant %s", tc.name, err, tc.want)
+		}
+	}
+	a, _ := load("{nodes: 2}", scenario.Options{})
+	b, _ := load("{nodes: 2}", scenario.Options{GPUAPI: clusters.GPUAPIDRA})
+	if a == nil || b == nil || a.Hash == b.Hash {
+		t.Error("the hash must change with the GPU API: the workload asks for its GPUs another way")
+	}
+	// The shipped DRA scenario is gpu-gang-8x8's workload with claims.
+	dra, err := scenario.LoadFile(filepath.Join("..", "scenarios", "gpu-dra-gangs.yaml"), scenario.Options{Nodes: 500, Measurements: measurements})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dra.Cluster.GPUAPI != clusters.GPUAPIDRA || dra.Phases[0].Groups != 56 || dra.Phases[0].GPUsPerPod != 8 {
+		t.Errorf("gpu-dra-gangs at 500 nodes: %+v %+v", dra.Cluster, dra.Phases[0])
 	}
 }

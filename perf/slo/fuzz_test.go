@@ -148,7 +148,7 @@ func checkObjective(t *testing.T, o Objective) {
 		t.Fatalf("operator %q accepted", o.Op)
 	}
 	switch o.Unit {
-	case "", "s", "pods/s":
+	case "", "s", "pods/s", "claims/s":
 	default:
 		t.Fatalf("unit %q accepted", o.Unit)
 	}

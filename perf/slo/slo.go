@@ -47,7 +47,7 @@ type Objective struct {
 	Op     string
 	// Value is in the item's unit: seconds for durations, pods/s for rates.
 	Value float64
-	// Unit is "s", "pods/s" or "" (a plain number, checked against nothing).
+	// Unit is "s", "pods/s", "claims/s" or "" (a plain number, checked against nothing).
 	Unit string
 	// Source says where the number came from; required.
 	Source string
@@ -227,10 +227,14 @@ func parseExpr(s string, o *Objective) error {
 		o.Value = num
 	case "/s", "pods/s":
 		o.Value, o.Unit = num, "pods/s"
+	case "claims/s":
+		// DRA's claim allocation rate (claimAllocationRate) is in claims, not pods: a pod may
+		// have several claims, so the units must not be mixed up.
+		o.Value, o.Unit = num, "claims/s"
 	case "ns", "us", "ms", "s", "m", "h":
 		o.Value, o.Unit = num*durationUnits()[unit], "s"
 	default:
-		return fmt.Errorf("%q: unknown unit %q (accepted: /s or pods/s for rates; ms, s, m, h for durations; none for counts)", s, unit)
+		return fmt.Errorf("%q: unknown unit %q (accepted: /s or pods/s for rates, claims/s for claimAllocationRate; ms, s, m, h for durations; none for counts)", s, unit)
 	}
 	return nil
 }

@@ -44,7 +44,7 @@ func TestLoadInvalid(t *testing.T) {
 	want := strings.Join([]string{
 		f + ":6: objectives[0].source: missing; every threshold must say where its number came from (machine, date, runs)",
 		f + `:7: objectives[1].expr: unknown data item "bindngRate" (known: bindingRate, gangLatency, partialGangs, phaseGangLatency, podGroupScheduleAttempts)`,
-		f + `:9: objectives[2].expr: "gangLatency.p99 <= 30 parsecs": unknown unit "parsecs" (accepted: /s or pods/s for rates; ms, s, m, h for durations; none for counts)`,
+		f + `:9: objectives[2].expr: "gangLatency.p99 <= 30 parsecs": unknown unit "parsecs" (accepted: /s or pods/s for rates, claims/s for claimAllocationRate; ms, s, m, h for durations; none for counts)`,
 		f + `:11: objectives[3].expr: "gangLatency.p99 about 30s" is not an objective; want ITEM[{label=value}][.STAT] OP NUMBER[UNIT], e.g. bindingRate.avg >= 50/s, gangLatency.p99 <= 30s, partialGangs == 0`,
 		f + ":14: objectives[4].source: empty; say where the number came from (machine, date, runs)",
 		f + ":15: objectives[4].owner: unknown field (accepted: expr, source, scenarios)",
@@ -68,6 +68,7 @@ func TestParseExprUnits(t *testing.T) {
 		{"partialGangs != 1", "", 1},
 		{"bindSpread.p90 < 1e-1s", "s", 0.1},
 		{"bindSpread.p90 < 1.5h", "s", 5400},
+		{"claimAllocationRate{gpuAPI=dra}.avg >= 12 claims/s", "claims/s", 12},
 	} {
 		o, err := ParseExpr(tc.expr)
 		if err != nil || o.Unit != tc.unit || o.Value != tc.value {
