@@ -32,6 +32,7 @@ import (
 
 	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/fakegpu/plugin"
+	"github.com/gangbench/gangbench/internal/testenv"
 )
 
 const waitTimeout = 20 * time.Second
@@ -275,7 +276,7 @@ func TestRunBoth(t *testing.T) {
 	waitForFile(t, filepath.Join(dir, "dp", "gangbench-fakegpu.sock"))
 	waitForFile(t, filepath.Join(dir, "reg", fakegpu.DRADriver+"-reg.sock"))
 	waitForFile(t, filepath.Join(dir, "cdi", "gangbench.dev-gpu.json"))
-	waitFor(t, "the slice with 2 devices in clique r7", func() bool {
+	testenv.Eventually(t, waitTimeout, "the slice with 2 devices in clique r7", func() bool {
 		names, clique := sliceDevices(t, cs)
 		return len(names) == 2 && clique == "r7"
 	})
@@ -284,7 +285,7 @@ func TestRunBoth(t *testing.T) {
 		t.Helper()
 		var code int
 		var body string
-		waitFor(t, "the health API answers "+path, func() bool {
+		testenv.Eventually(t, waitTimeout, "the health API answers "+path, func() bool {
 			resp, err := http.Get("http://" + addr + path)
 			if err != nil {
 				return false
@@ -308,7 +309,7 @@ func TestRunBoth(t *testing.T) {
 		t.Fatalf("POST unhealthy: %v %v", resp, err)
 	}
 	_ = resp.Body.Close()
-	waitFor(t, "gpu-1 withdrawn from the slice", func() bool {
+	testenv.Eventually(t, waitTimeout, "gpu-1 withdrawn from the slice", func() bool {
 		names, _ := sliceDevices(t, cs)
 		return slices.Equal(names, []string{"gpu-0"})
 	})
@@ -349,7 +350,7 @@ func TestRunDRA(t *testing.T) {
 	go func() {
 		done <- runWith(ctx, args, io.Discard, &stderr, env, func(string) (kubernetes.Interface, error) { return cs, nil })
 	}()
-	waitFor(t, "the slice with 3 devices", func() bool { names, _ := sliceDevices(t, cs); return len(names) == 3 })
+	testenv.Eventually(t, waitTimeout, "the slice with 3 devices", func() bool { names, _ := sliceDevices(t, cs); return len(names) == 3 })
 	if _, err := os.Lstat(filepath.Join(dir, "gangbench-fakegpu.sock")); err == nil {
 		t.Error("the device plugin runs with --gpu-api=dra")
 	}
@@ -357,7 +358,7 @@ func TestRunDRA(t *testing.T) {
 	if err := os.WriteFile(file, []byte(ids[0]+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "gpu-0 withdrawn", func() bool {
+	testenv.Eventually(t, waitTimeout, "gpu-0 withdrawn", func() bool {
 		names, clique := sliceDevices(t, cs)
 		return slices.Equal(names, []string{"gpu-1", "gpu-2"}) && clique == "n1"
 	})
@@ -381,20 +382,5 @@ func TestRunDRA(t *testing.T) {
 	if code := runWith(context.Background(), []string{"--node-name=n", "--gpu-api=dra"}, io.Discard, &out, noEnv, noClient); code != exitError ||
 		!strings.Contains(out.String(), "not in a cluster") {
 		t.Errorf("no client: exit %d, stderr %q", code, out.String())
-	}
-}
-
-// waitFor polls (bounded) until cond holds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(waitTimeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("timed out after %s waiting for %s", waitTimeout, what)
-		case <-tick.C:
-		}
 	}
 }

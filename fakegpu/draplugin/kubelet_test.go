@@ -25,6 +25,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/internal/testenv"
 )
 
 // waitTimeout bounds every wait in these tests. Generous, because the machine running them may be
@@ -44,22 +45,6 @@ func shortTempDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir
-}
-
-// eventually polls cond until it holds or the wait times out: for state that changes without an
-// event the test could wait on (a socket appearing, an object the helper writes in the background).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(waitTimeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("timed out after %s waiting until %s", waitTimeout, what)
-		case <-tick.C:
-		}
-	}
 }
 
 // newClientset is a fake apiserver holding the node (the helper looks up its UID for the slice's
@@ -163,7 +148,7 @@ func dial(t *testing.T, path string) *grpc.ClientConn {
 func registerKubelet(t *testing.T, ctx context.Context, e *env, refusal string) *fakeKubelet {
 	t.Helper()
 	sock := filepath.Join(e.regDir, fakegpu.DRADriver+"-reg.sock")
-	eventually(t, "the registration socket "+sock+" exists", func() bool {
+	testenv.Eventually(t, waitTimeout, "the registration socket "+sock+" exists", func() bool {
 		_, err := os.Lstat(sock)
 		return err == nil
 	})

@@ -143,22 +143,6 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-// eventually polls cond until it holds or the wait times out. Only for state with no event to wait
-// on (e.g. the plugin's own bookkeeping after an RPC returned).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(waitTimeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("timed out after %s waiting until %s", waitTimeout, what)
-		case <-tick.C:
-		}
-	}
-}
-
 // shortTempDir is a temp dir with a short path: t.TempDir() is long enough (test name included) to
 // overflow the 107 bytes a unix socket path may have.
 func shortTempDir(t *testing.T) string {

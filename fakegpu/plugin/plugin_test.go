@@ -19,6 +19,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/gangbench/gangbench/fakegpu"
+	"github.com/gangbench/gangbench/internal/testenv"
 )
 
 const testNode = "kind-worker"
@@ -99,7 +100,7 @@ func TestRegisterListAndWatchAndHealth(t *testing.T) {
 			t.Errorf("device %d topology %v, want NUMA node %d (its NVLink domain)", i, numa, i/4)
 		}
 	}
-	eventually(t, "the plugin records its registration", func() bool { ok, _ := p.Registered(); return ok })
+	testenv.Eventually(t, waitTimeout, "the plugin records its registration", func() bool { ok, _ := p.Registered(); return ok })
 
 	// SetHealth pushes a new list.
 	if err := p.SetHealth(ids[3], false); err != nil {
@@ -387,7 +388,7 @@ func TestKubeletRestart(t *testing.T) {
 func TestRegisterWaitsForKubelet(t *testing.T) {
 	dir := shortTempDir(t)
 	p := startPlugin(t, testOptions(dir))
-	eventually(t, "a failed registration attempt is recorded", func() bool { _, err := p.Registered(); return err != nil })
+	testenv.Eventually(t, waitTimeout, "a failed registration attempt is recorded", func() bool { _, err := p.Registered(); return err != nil })
 	resp, err := http.Get("http://" + p.HealthAddr() + "/readyz")
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ package testenv
 import (
 	"os"
 	"testing"
+	"time"
 )
 
 // LongEnv is the variable `make test-long` sets.
@@ -22,5 +23,22 @@ func SkipUnlessLong(t testing.TB, why string) {
 	t.Helper()
 	if !Long() {
 		t.Skipf("runs in make test-long (%s=1): %s", LongEnv, why)
+	}
+}
+
+// Eventually polls cond every 10 ms until it holds, failing t once timeout has passed: for the
+// tests' state that changes without an event they could wait on (a socket appearing, bookkeeping
+// done after an RPC returned).
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("timed out after %s waiting until %s", timeout, what)
+		case <-tick.C:
+		}
 	}
 }
