@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -67,6 +68,65 @@ func draFeatures() []framework.Feature {
 		draUnhealthyFeature(lane(1)),
 		draSharedClaimFeature(lane(2)),
 		draGateFeature(lane(1)),
+		draKubeletFeature(),
+	}
+}
+
+// draKubeletFeature: on real kubelets (kind workers with --gpu-api dra or both) a container with a
+// claim starts only once the kubelet had the driver prepare it (NodePrepareResources through the
+// fake GPUs' kubelet plugin), so a running gang is the DRA path end to end.
+func draKubeletFeature() framework.Feature {
+	return framework.Feature{
+		Suite: "dra", Name: "dra: a gang runs on real kubelets through the DRA plugin", Serial: true, NeedsKubelets: true,
+		Lane: framework.LaneSpec{Nodes: 2, PluginNodes: true, GPUAPI: fakegpu.APIDRA},
+		Steps: []framework.Step{
+			{A: framework.Assertion{ID: "DRA-11", Statement: "on 2 real kubelets whose fake GPUs go through the DRA kubelet plugin, a gang of 2 members (minCount 2) each claiming all of one node's GPUs binds whole, one member per node, and both containers start (Running and ready within 90s: the kubelet had the plugin prepare each claim); once the gang is deleted, its claims are gone within 60s (unprepared and deleted)", Ref: draRef + ".3 (kind nodes with real kubelets: NodePrepareResources before the container starts)"},
+				Fn: func(ctx context.Context, t *testing.T, l *framework.Lane) {
+					ms := draGang(ctx, t, l, "real", 2, 2, int64(l.GPUs))
+					l.WaitBound(ctx, t, l.Env.Scaled(60*time.Second), ms...)
+					var claims []string
+					for _, m := range ms {
+						pod, c := draMemberClaim(ctx, t, l, m)
+						draCheckAllocated(t, pod, c, l.GPUs)
+						claims = append(claims, c.Name)
+					}
+					framework.Eventually(ctx, t, l.Env.Scaled(90*time.Second), fmt.Sprintf("pods %v running and ready", ms), func(ctx context.Context) (bool, string, error) {
+						var states []string
+						ok := true
+						for _, m := range ms {
+							p, err := l.Client.CoreV1().Pods(l.Name).Get(ctx, m, metav1.GetOptions{})
+							if err != nil {
+								return false, "", err
+							}
+							ready := false
+							for _, c := range p.Status.Conditions {
+								ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
+							}
+							ok = ok && p.Status.Phase == corev1.PodRunning && ready
+							states = append(states, fmt.Sprintf("%s %s ready=%v", m, p.Status.Phase, ready))
+						}
+						return ok, strings.Join(states, ", "), nil
+					})
+					for _, m := range ms {
+						if err := l.Client.CoreV1().Pods(l.Name).Delete(ctx, m, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+							t.Fatalf("delete %s: %v", m, err)
+						}
+					}
+					framework.Eventually(ctx, t, l.Env.Scaled(60*time.Second), fmt.Sprintf("claims %v gone", claims), func(ctx context.Context) (bool, string, error) {
+						left := 0
+						for _, name := range claims {
+							_, err := l.Client.ResourceV1().ResourceClaims(l.Name).Get(ctx, name, metav1.GetOptions{})
+							switch {
+							case err == nil:
+								left++
+							case !apierrors.IsNotFound(err):
+								return false, "", err
+							}
+						}
+						return left == 0, fmt.Sprintf("%d of %d left", left, len(claims)), nil
+					})
+				}},
+		},
 	}
 }
 
@@ -250,7 +310,7 @@ func draUnhealthyFeature(lane framework.LaneSpec) framework.Feature {
 						t.Fatalf("mark 4 GPUs of %s unhealthy: %v", node, err)
 					}
 					framework.Eventually(ctx, t, l.Env.Scaled(30*time.Second), "the slices of "+node+" to publish 4 devices", func(ctx context.Context) (bool, string, error) {
-						n, err := draPublished(ctx, l, node)
+						n, err := framework.PublishedGPUs(ctx, l.Client, node)
 						return n == 4, fmt.Sprintf("%d devices", n), err
 					})
 					pair := draGang(ctx, t, l, "pair", 2, 2, 4)
@@ -504,29 +564,6 @@ func draDevices(c *resourcev1.ResourceClaim) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// draPublished counts the fake GPUs published for node: the devices of the driver's slices for the
-// node at their pool's newest generation. Slices are found by driver and node, not by name, since a
-// kubelet plugin names its own (kind workers) and gangbench names those of simulated nodes.
-func draPublished(ctx context.Context, l *framework.Lane, node string) (int, error) {
-	list, err := l.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
-		FieldSelector: "spec.driver=" + fakegpu.DRADriver + ",spec.nodeName=" + node,
-	})
-	if err != nil {
-		return 0, err
-	}
-	newest := map[string]int64{}
-	for _, s := range list.Items {
-		newest[s.Spec.Pool.Name] = max(newest[s.Spec.Pool.Name], s.Spec.Pool.Generation)
-	}
-	n := 0
-	for _, s := range list.Items {
-		if s.Spec.Pool.Generation == newest[s.Spec.Pool.Name] {
-			n += len(s.Spec.Devices)
-		}
-	}
-	return n, nil
 }
 
 // draNothingHeld reports whether none of the members is bound and no claim in the lane is

@@ -22,8 +22,9 @@ type Feature struct {
 	NeedsControl bool
 	// NeedsGPUs features mark GPUs unhealthy; they skip when the provider cannot.
 	NeedsGPUs bool
-	// NeedsKubelets features restart real kubelets: their lane must be Lane.Nodes nodes that run
-	// the fake GPU device plugin (kind workers). They skip where nodes are simulated (local).
+	// NeedsKubelets features need real kubelets: their lane must be Lane.Nodes nodes that run the
+	// fake GPU plugin publishing through Lane.GPUAPI (kind workers). They skip where nodes are
+	// simulated (local) or publish their GPUs the other way.
 	NeedsKubelets bool
 	// NeedsGates are feature gates the feature's behaviour needs on the apiserver and the
 	// scheduler (read from their kubernetes_feature_enabled metrics); it skips naming the first
@@ -58,7 +59,7 @@ func (f Feature) Build(env *Env) types.Feature {
 		case f.NeedsGPUs && (env.Cluster == nil || env.Cluster.GPUs == nil):
 			skip = fmt.Sprintf("needs to mark GPUs unhealthy, which the %s provider cannot", providerName(env))
 		case f.NeedsKubelets:
-			skip = env.noKubelets(ctx, f.Lane.Nodes)
+			skip = env.noKubelets(ctx, f.Lane.Nodes, f.Lane.GPUAPI)
 		}
 		if skip == "" && len(f.NeedsGates) > 0 {
 			skip = env.gatesOff(ctx, f.NeedsGates)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/gangbench/gangbench/clusters/kwok"
 	"github.com/gangbench/gangbench/fakegpu"
@@ -26,10 +28,11 @@ import (
 // cluster's own DaemonSets tolerate every taint, so it would not keep them off). Features with such
 // lanes are Serial, so no two lanes compete for the workers.
 
-// pluginNodes are the cluster's nodes with a real kubelet and the fake GPU device plugin. Workers
-// whose GPUs go through DRA alone (--gpu-api dra, label fakegpu.LabelGPUAPI) are left out: the
-// features that borrow plugin nodes ask for nvidia.com/gpu, which such a worker does not have.
-func (e *Env) pluginNodes(ctx context.Context) ([]string, error) {
+// pluginNodes are the cluster's nodes with a real kubelet and the fake GPU plugin that publish
+// their GPUs through api: the device plugin's nvidia.com/gpu, or DRA (label fakegpu.LabelGPUAPI).
+// A worker of --gpu-api dra has no nvidia.com/gpu for the features that ask for it, and one of the
+// default API no ResourceSlice for those that claim GPUs.
+func (e *Env) pluginNodes(ctx context.Context, api fakegpu.API) ([]string, error) {
 	if e.Cluster == nil || e.Cluster.GPUs == nil {
 		return nil, nil
 	}
@@ -43,33 +46,39 @@ func (e *Env) pluginNodes(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if fakegpu.API(node.Labels[fakegpu.LabelGPUAPI]).ExtendedResource() {
+		has := fakegpu.API(node.Labels[fakegpu.LabelGPUAPI])
+		if (api.DRA() && has.DRA()) || (!api.DRA() && has.ExtendedResource()) {
 			out = append(out, name)
 		}
 	}
 	return out, nil
 }
 
-// noKubelets says why a feature that restarts kubelets cannot run on this cluster, or "".
-func (e *Env) noKubelets(ctx context.Context, want int) string {
-	nodes, err := e.pluginNodes(ctx)
+// noKubelets says why a feature that needs real kubelets (with GPUs published through api) cannot
+// run on this cluster, or "".
+func (e *Env) noKubelets(ctx context.Context, want int, api fakegpu.API) string {
+	what := "the fake GPU device plugin"
+	if api.DRA() {
+		what = "the fake GPUs' DRA kubelet plugin (kind with --gpu-api dra or both)"
+	}
+	nodes, err := e.pluginNodes(ctx, api)
 	switch {
 	case err != nil:
-		return fmt.Sprintf("needs nodes with a real kubelet and the fake GPU device plugin; listing them failed: %v", err)
+		return fmt.Sprintf("needs nodes with a real kubelet and %s; listing them failed: %v", what, err)
 	case len(nodes) >= want:
 		return ""
 	case len(nodes) == 0:
-		return fmt.Sprintf("needs %d node(s) with a real kubelet and the fake GPU device plugin (kind provider); the %s provider's nodes are simulated by kwok, which has no kubelet to restart",
-			want, providerName(e))
+		return fmt.Sprintf("needs %d node(s) with a real kubelet and %s; this %s cluster has none (a kwok node has no kubelet)",
+			want, what, providerName(e))
 	}
-	return fmt.Sprintf("needs %d node(s) with a real kubelet and the fake GPU device plugin; the cluster has %d (kind: raise -workers)", want, len(nodes))
+	return fmt.Sprintf("needs %d node(s) with a real kubelet and %s; the cluster has %d (kind: raise -workers)", want, what, len(nodes))
 }
 
 // borrowPluginNodes gives the lane n device plugin nodes no other lane holds, and waits until
 // they are Ready, schedulable and report all their GPUs (an earlier feature may have restarted
 // their kubelet). It returns false, and does nothing, when the cluster has no such nodes.
 func (e *Env) borrowPluginNodes(ctx context.Context, l *Lane, n int) (bool, error) {
-	all, err := e.pluginNodes(ctx)
+	all, err := e.pluginNodes(ctx, l.gpuAPI)
 	if err != nil {
 		return true, fmt.Errorf("lane %s: device plugin nodes: %w", l.Name, err)
 	}
@@ -108,12 +117,22 @@ func (e *Env) borrowPluginNodes(ctx context.Context, l *Lane, n int) (bool, erro
 				return false, "", err
 			}
 			a, c := node.Status.Allocatable[scenarios.GPUResource], node.Status.Capacity[scenarios.GPUResource]
-			states = append(states, fmt.Sprintf("%s: ready %v, unschedulable %v, GPUs %d of %d", name, kwok.ReadyNode(node), node.Spec.Unschedulable, a.Value(), c.Value()))
-			if !kwok.ReadyNode(node) || node.Spec.Unschedulable || c.Value() == 0 || a.Value() != c.Value() {
+			have, want := a.Value(), c.Value()
+			if l.gpuAPI.DRA() {
+				// DRA: the devices its plugin publishes, against the GPUs its labels say it has.
+				published, err := PublishedGPUs(ctx, e.Client, name)
+				if err != nil {
+					return false, "", err
+				}
+				have = int64(published)
+				want, _ = strconv.ParseInt(node.Labels[fakegpu.LabelCount], 10, 64)
+			}
+			states = append(states, fmt.Sprintf("%s: ready %v, unschedulable %v, GPUs %d of %d", name, kwok.ReadyNode(node), node.Spec.Unschedulable, have, want))
+			if !kwok.ReadyNode(node) || node.Spec.Unschedulable || want == 0 || have != want {
 				ok = false
 			}
-			if gpus == 0 || int(a.Value()) < gpus {
-				gpus = int(a.Value())
+			if gpus == 0 || int(have) < gpus {
+				gpus = int(have)
 			}
 		}
 		l.GPUs = gpus
@@ -123,6 +142,30 @@ func (e *Env) borrowPluginNodes(ctx context.Context, l *Lane, n int) (bool, erro
 		return true, fmt.Errorf("lane %s: %w", l.Name, err)
 	}
 	return true, nil
+}
+
+// PublishedGPUs counts the fake GPUs published through DRA for node: the devices of the fake
+// driver's slices for the node at their pool's newest generation. Slices are found by driver and
+// node, not by name: a kubelet plugin names its own (kind workers), gangbench those of simulated
+// nodes.
+func PublishedGPUs(ctx context.Context, cs kubernetes.Interface, node string) (int, error) {
+	list, err := cs.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+		FieldSelector: "spec.driver=" + fakegpu.DRADriver + ",spec.nodeName=" + node,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("ResourceSlices of %s: %w", node, err)
+	}
+	newest := map[string]int64{}
+	for _, s := range list.Items {
+		newest[s.Spec.Pool.Name] = max(newest[s.Spec.Pool.Name], s.Spec.Pool.Generation)
+	}
+	n := 0
+	for _, s := range list.Items {
+		if s.Spec.Pool.Generation == newest[s.Spec.Pool.Name] {
+			n += len(s.Spec.Devices)
+		}
+	}
+	return n, nil
 }
 
 // labelNode sets (value non-nil) or removes the lane label of a node.

@@ -77,10 +77,10 @@ func TestBorrowPluginNodes(t *testing.T) {
 	gpus := &fakeGPUs{nodes: []string{"c-worker", "c-worker2", "c-worker3", "c-worker4"}}
 	e := &Env{Cluster: &clusters.Cluster{Provider: "kind", GPUs: gpus}, Client: cs, Scale: 1}
 
-	if r := e.noKubelets(ctx, 3); r != "" {
+	if r := e.noKubelets(ctx, 3, ""); r != "" {
 		t.Errorf("3 plugin nodes, 3 wanted: skip %q", r)
 	}
-	if r := e.noKubelets(ctx, 4); !strings.Contains(r, "the cluster has 3") {
+	if r := e.noKubelets(ctx, 4, ""); !strings.Contains(r, "the cluster has 3") {
 		t.Errorf("4 wanted: %q", r)
 	}
 
@@ -132,7 +132,13 @@ func TestBorrowPluginNodes(t *testing.T) {
 	if ok, err := local.borrowPluginNodes(ctx, &Lane{Env: local, Name: "gb-x", Client: cs}, 2); ok || err != nil {
 		t.Errorf("local: borrowed %v %v", ok, err)
 	}
-	if r := local.noKubelets(ctx, 1); !strings.Contains(r, "local provider's nodes are simulated by kwok, which has no kubelet to restart") {
+	if r := local.noKubelets(ctx, 1, ""); !strings.Contains(r, "this local cluster has none (a kwok node has no kubelet)") || !strings.Contains(r, "device plugin") {
 		t.Errorf("local skip reason %q", r)
+	}
+	if r := e.noKubelets(ctx, 1, fakegpu.APIDRA); r != "" {
+		t.Errorf("1 DRA worker wanted, c-worker4 is one: %q", r)
+	}
+	if r := e.noKubelets(ctx, 2, fakegpu.APIDRA); !strings.Contains(r, "DRA kubelet plugin") || !strings.Contains(r, "the cluster has 1") {
+		t.Errorf("2 DRA workers wanted, only c-worker4 is one: %q", r)
 	}
 }
