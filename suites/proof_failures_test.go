@@ -32,3 +32,22 @@ FAIL
 		t.Errorf("failures(out, 2) = %q, want 2 lines and an ellipsis", capped)
 	}
 }
+
+// A parallel subtest's messages printed under its "=== NAME" header, away from its "--- FAIL"
+// line, are found there (the last CI failure's cause was lost that way).
+func TestFailuresOfParallelSubtests(t *testing.T) {
+	out := `=== RUN   TestBarriers/dying/BAR-47_both
+=== NAME  TestBarriers/other/BAR-01_ok
+    barriers.go:10: unrelated log
+=== NAME  TestBarriers/dying/BAR-47_both
+    wait.go:372: timed out after 1m0s waiting for a FailedScheduling event on dying-1
+=== NAME  TestBarriers
+    --- PASS: TestBarriers/other/BAR-01_ok (1.00s)
+    --- FAIL: TestBarriers/dying/BAR-47_both (61.21s)
+--- FAIL: TestBarriers (61.21s)
+`
+	got := failures(out, 10)
+	if !strings.Contains(got, "timed out after 1m0s waiting for a FailedScheduling event on dying-1") || strings.Contains(got, "unrelated log") {
+		t.Errorf("failures() = %q, want BAR-47's message and not BAR-01's", got)
+	}
+}
