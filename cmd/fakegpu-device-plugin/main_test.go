@@ -37,17 +37,6 @@ import (
 
 const waitTimeout = 20 * time.Second
 
-// shortTempDir keeps unix socket paths under the 107-byte limit, which t.TempDir() can exceed.
-func shortTempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "gb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
-
 func noEnv(string) string { return "" }
 
 func TestRunBadFlags(t *testing.T) {
@@ -95,7 +84,7 @@ func TestRunHelp(t *testing.T) {
 // TestRunCancelled serves until the context ends (what a signal does in main) and exits 0. While
 // it serves, an Allocate call must leave its record on stdout and nothing else there.
 func TestRunCancelled(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := testenv.ShortTempDir(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	var stdout, stderr syncBuffer
@@ -133,15 +122,7 @@ func TestRunCancelled(t *testing.T) {
 		t.Errorf("record %+v, want call 1 of %v on n1", a, ids[1:])
 	}
 
-	cancel()
-	select {
-	case code := <-done:
-		if code != exitOK {
-			t.Errorf("exit %d after cancel; stderr:\n%s", code, stderr.String())
-		}
-	case <-time.After(waitTimeout):
-		t.Fatal("run did not return after cancel")
-	}
+	stopRun(t, cancel, done, &stderr)
 }
 
 // TestSignal runs the real main in a child process (this test binary re-executed) and stops it with
@@ -152,7 +133,7 @@ func TestSignal(t *testing.T) {
 		main()
 		return
 	}
-	dir := shortTempDir(t)
+	dir := testenv.ShortTempDir(t)
 	sock := filepath.Join(dir, "gangbench-fakegpu.sock")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSignal$")
 	cmd.Env = append(os.Environ(), "GANGBENCH_FAKEGPU_MAIN=1", "NODE_NAME=n1",
@@ -256,7 +237,7 @@ func freeAddr(t *testing.T) string {
 // label, the one health API (not ready: no kubelet answered) names both, and a device it marks
 // unhealthy leaves the slice while the device plugin reports it unhealthy too.
 func TestRunBoth(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := testenv.ShortTempDir(t)
 	cs := fakeAPI()
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -314,15 +295,7 @@ func TestRunBoth(t *testing.T) {
 		return slices.Equal(names, []string{"gpu-0"})
 	})
 
-	cancel()
-	select {
-	case code := <-done:
-		if code != exitOK {
-			t.Errorf("exit %d after cancel; stderr:\n%s", code, stderr.String())
-		}
-	case <-time.After(waitTimeout):
-		t.Fatal("run did not return after cancel")
-	}
+	stopRun(t, cancel, done, &stderr)
 	if stdout.String() != "" {
 		t.Errorf("stdout %q, want only allocation records (there were none)", stdout.String())
 	}
@@ -332,7 +305,7 @@ func TestRunBoth(t *testing.T) {
 // slice. A bad --gpu-api is a usage error naming the accepted APIs; a client that cannot be made
 // is a serving error.
 func TestRunDRA(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := testenv.ShortTempDir(t)
 	cs := fakeAPI()
 	file := filepath.Join(dir, "unhealthy")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -362,15 +335,7 @@ func TestRunDRA(t *testing.T) {
 		names, clique := sliceDevices(t, cs)
 		return slices.Equal(names, []string{"gpu-1", "gpu-2"}) && clique == "n1"
 	})
-	cancel()
-	select {
-	case code := <-done:
-		if code != exitOK {
-			t.Errorf("exit %d after cancel; stderr:\n%s", code, stderr.String())
-		}
-	case <-time.After(waitTimeout):
-		t.Fatal("run did not return after cancel")
-	}
+	stopRun(t, cancel, done, &stderr)
 
 	var out bytes.Buffer
 	if code := runWith(context.Background(), []string{"--node-name=n", "--gpu-api=cdi"}, io.Discard, &out, noEnv, nil); code != exitUsage ||
@@ -382,5 +347,19 @@ func TestRunDRA(t *testing.T) {
 	if code := runWith(context.Background(), []string{"--node-name=n", "--gpu-api=dra"}, io.Discard, &out, noEnv, noClient); code != exitError ||
 		!strings.Contains(out.String(), "not in a cluster") {
 		t.Errorf("no client: exit %d, stderr %q", code, out.String())
+	}
+}
+
+// stopRun cancels a run started in the background and requires it to return exitOK in time.
+func stopRun(t *testing.T, cancel context.CancelFunc, done <-chan int, stderr fmt.Stringer) {
+	t.Helper()
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Errorf("exit %d after cancel; stderr:\n%s", code, stderr.String())
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("run did not return after cancel")
 	}
 }

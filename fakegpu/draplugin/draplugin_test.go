@@ -25,6 +25,7 @@ import (
 
 	"github.com/gangbench/gangbench/fakegpu"
 	"github.com/gangbench/gangbench/fakegpu/plugin"
+	"github.com/gangbench/gangbench/internal/testenv"
 )
 
 func TestNotifyMethod(t *testing.T) {
@@ -265,7 +266,7 @@ func TestSlicePublished(t *testing.T) {
 // TestUnhealthyWithdrawn: a device marked unhealthy through any of the device plugin's controls
 // (the API, the HTTP API, the health file) leaves the slice, and comes back once healthy.
 func TestUnhealthyWithdrawn(t *testing.T) {
-	file := filepath.Join(shortTempDir(t), "unhealthy")
+	file := filepath.Join(testenv.ShortTempDir(t), "unhealthy")
 	e := startPlugin(t, 3, func(o *Options) { o.HealthFile = file })
 	ids := fakegpu.Inventory{Count: 3}.DeviceIDs(testNode)
 	waitSliceDevices(t, e.cs, "gpu-0", "gpu-1", "gpu-2")

@@ -35,18 +35,6 @@ const waitTimeout = 20 * time.Second
 // testNode is the node every test plugin runs on.
 const testNode = "node-a"
 
-// shortTempDir is a temp dir with a short path: t.TempDir() is long enough (test name included) to
-// overflow the 107 bytes a unix socket path may have.
-func shortTempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "gb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
-
 // newClientset is a fake apiserver holding the node (the helper looks up its UID for the slice's
 // owner) and the given objects. It names objects created with generateName, as the apiserver does
 // and the fake does not: the helper creates slices that way.
@@ -77,7 +65,7 @@ type env struct {
 // with tweak applied to its options, and stops it when the test ends.
 func startPlugin(t *testing.T, count int, tweak func(*Options), objs ...runtime.Object) *env {
 	t.Helper()
-	dir := shortTempDir(t)
+	dir := testenv.ShortTempDir(t)
 	e := &env{
 		cs:        newClientset(objs...),
 		regDir:    filepath.Join(dir, "reg"),

@@ -143,18 +143,6 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-// shortTempDir is a temp dir with a short path: t.TempDir() is long enough (test name included) to
-// overflow the 107 bytes a unix socket path may have.
-func shortTempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "gb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
-
 // runningPlugin is a Plugin whose Run is going in the background.
 type runningPlugin struct {
 	*Plugin

@@ -68,7 +68,7 @@ func allHealthy(ids []string) map[string]string {
 }
 
 func TestRegisterListAndWatchAndHealth(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := testenv.ShortTempDir(t)
 	k := startFakeKubelet(t, dir)
 	p := startPlugin(t, testOptions(dir))
 	ids := twoDomains.DeviceIDs(testNode)
@@ -169,8 +169,8 @@ func TestRegisterListAndWatchAndHealth(t *testing.T) {
 }
 
 func TestHealthFile(t *testing.T) {
-	dir := shortTempDir(t)
-	healthFile := filepath.Join(shortTempDir(t), "unhealthy")
+	dir := testenv.ShortTempDir(t)
+	healthFile := filepath.Join(testenv.ShortTempDir(t), "unhealthy")
 	k := startFakeKubelet(t, dir)
 	opts := testOptions(dir)
 	opts.HealthFile = healthFile
@@ -212,7 +212,7 @@ func TestHealthFile(t *testing.T) {
 }
 
 func TestAllocate(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := testenv.ShortTempDir(t)
 	opts := testOptions(dir)
 	opts.Inventory.Product = "Fake-GPU"
 	opts.Inventory.MemoryMiB = 1024
@@ -285,7 +285,7 @@ func TestAllocate(t *testing.T) {
 }
 
 func TestGetPreferredAllocationRPC(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := testenv.ShortTempDir(t)
 	p := startPlugin(t, testOptions(dir))
 	c := dialPlugin(t, p.Plugin)
 	ids := p.DeviceIDs()
@@ -343,7 +343,7 @@ func TestKubeletRestart(t *testing.T) {
 		{name: "polling, kubelet removes plugin socket", removeSocket: true, poll: true, pollInterval: 20 * time.Millisecond, wantNewSocket: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := shortTempDir(t)
+			dir := testenv.ShortTempDir(t)
 			k1 := startFakeKubelet(t, dir)
 			opts := testOptions(dir)
 			opts.PollInterval = tc.pollInterval
@@ -386,7 +386,7 @@ func TestKubeletRestart(t *testing.T) {
 // TestRegisterWaitsForKubelet starts the plugin before the kubelet: it must register once the
 // kubelet socket appears.
 func TestRegisterWaitsForKubelet(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := testenv.ShortTempDir(t)
 	p := startPlugin(t, testOptions(dir))
 	testenv.Eventually(t, waitTimeout, "a failed registration attempt is recorded", func() bool { _, err := p.Registered(); return err != nil })
 	resp, err := http.Get("http://" + p.HealthAddr() + "/readyz")
@@ -403,7 +403,7 @@ func TestRegisterWaitsForKubelet(t *testing.T) {
 }
 
 func TestShutdown(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := testenv.ShortTempDir(t)
 	k := startFakeKubelet(t, dir)
 	p := startPlugin(t, testOptions(dir))
 	recv(t, k.regs, "registration")

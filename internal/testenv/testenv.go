@@ -42,3 +42,15 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		}
 	}
 }
+
+// ShortTempDir is a temp dir with a short path, removed when t ends: t.TempDir() is long enough
+// (the test's name is in it) to overflow the 107 bytes a unix socket path may have.
+func ShortTempDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
